@@ -1,0 +1,60 @@
+"""Lazy import of litellm behind a module object that ``unittest.mock.patch`` can target.
+
+Upstream's tests patch ``rlm.core.litellm.acompletion``; upstream imports litellm eagerly, which costs
+seconds and (without ``LITELLM_LOCAL_MODEL_COST_MAP``) network retries. Here ``rlm_compat.core.litellm``
+is a :class:`LazyModule`: attribute reads import the real module on first use, while attribute writes
+and deletes (what ``patch`` does) land on the proxy itself and shadow the real attribute.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import threading
+import types
+from typing import Any
+
+__all__ = ["LazyModule", "ensure_offline_litellm"]
+
+
+def ensure_offline_litellm() -> None:
+    """Keep litellm from fetching its model cost map over the network, unless the user chose otherwise."""
+    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+
+
+class LazyModule(types.ModuleType):
+    """A stand-in module that imports ``target`` on first attribute read."""
+
+    def __init__(self, target: str) -> None:
+        super().__init__(target)
+        object.__setattr__(self, "_lazy_target", target)
+        object.__setattr__(self, "_lazy_module", None)
+        object.__setattr__(self, "_lazy_lock", threading.Lock())
+
+    def _lazy_load(self) -> types.ModuleType:
+        module = self.__dict__["_lazy_module"]
+        if module is None:
+            with self.__dict__["_lazy_lock"]:
+                module = self.__dict__["_lazy_module"]
+                if module is None:
+                    ensure_offline_litellm()
+                    module = importlib.import_module(self.__dict__["_lazy_target"])
+                    object.__setattr__(self, "_lazy_module", module)
+        return module  # type: ignore[no-any-return]
+
+    @property
+    def is_loaded(self) -> bool:
+        """Whether the real module has been imported through this proxy."""
+        return self.__dict__["_lazy_module"] is not None
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("__") and name.endswith("__"):
+            raise AttributeError(name)
+        return getattr(self._lazy_load(), name)
+
+    def __dir__(self) -> list[str]:
+        return sorted(set(dir(self._lazy_load())) | set(self.__dict__))
+
+    def __repr__(self) -> str:
+        state = "loaded" if self.is_loaded else "not loaded"
+        return f"<lazy module {self.__dict__['_lazy_target']!r} ({state})>"

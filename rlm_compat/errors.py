@@ -1,0 +1,57 @@
+"""Every error rlm_compat raises on purpose.
+
+The hierarchy mirrors upstream's (``RLMError`` > ``MaxIterationsError`` / ``MaxDepthError``;
+``REPLError`` standing apart, exactly as in ``rlm.repl``) so that ``except`` clauses written for
+ysz/recursive-llm keep catching the same things. New failure modes get subclasses rather than new
+roots, so a caller catching the upstream class still catches them.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "ConfigurationError",
+    "FinalVarMissingError",
+    "LLMCallError",
+    "MaxDepthError",
+    "MaxIterationsError",
+    "REPLError",
+    "REPLSecurityError",
+    "REPLTimeoutError",
+    "RLMError",
+]
+
+
+class RLMError(Exception):
+    """Base error for an RLM run (upstream: ``rlm.core.RLMError``)."""
+
+
+class MaxIterationsError(RLMError):
+    """The loop used ``max_iterations`` model calls without reaching a final answer."""
+
+
+class MaxDepthError(RLMError):
+    """An RLM was started at or beyond ``max_depth``."""
+
+
+class ConfigurationError(RLMError, ValueError):
+    """A constructor or option received a value it cannot use (bad profile name, negative limit...)."""
+
+
+class LLMCallError(RLMError):
+    """The language model could not be called, or answered with something that is not a reply."""
+
+
+class REPLError(Exception):
+    """Code run in the REPL failed (upstream: ``rlm.repl.REPLError``; deliberately not an RLMError)."""
+
+
+class REPLTimeoutError(REPLError):
+    """Code run in the REPL exceeded the executor's ``timeout``; the executor and env stay usable."""
+
+
+class REPLSecurityError(REPLError):
+    """Code run in the REPL tried to reach something the sandbox policy forbids."""
+
+
+class FinalVarMissingError(REPLError):
+    """``FINAL_VAR(name)`` named a variable that does not exist in the REPL namespace."""

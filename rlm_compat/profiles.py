@@ -1,0 +1,132 @@
+"""Behaviour profiles: each quirk of ysz/recursive-llm 2fb46cc as a named switch.
+
+A :class:`Profile` is plain data handed to the parts that need it (sandbox policy, code preparation,
+output collection, the loop); nothing compares profile *names*. ``True`` means "behave like 2fb46cc"
+for that one observable behaviour, so ``Profile.upstream()`` has every switch on, ``Profile.fixed()``
+every switch off, and an ablation study flips one at a time::
+
+    Profile.upstream().replace(separate_scopes=False)
+
+Security holes are not switches: module escapes, host-state changes, unrestricted ``eval`` and
+unbounded hangs are blocked in every profile (see docs/deviations.md).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from collections.abc import Iterator
+from typing import Any
+
+from .errors import ConfigurationError
+
+__all__ = ["DEFAULT_PROFILE_ENV", "QUIRKS", "Profile", "resolve_profile"]
+
+DEFAULT_PROFILE_ENV = "RLM_COMPAT_PROFILE"
+
+
+@dataclasses.dataclass(frozen=True)
+class Profile:
+    """Named quirk switches; see docs/repl.md for the table of what each one does."""
+
+    name: str = "fixed"
+
+    # --- REPL: scoping and RestrictedPython guards -------------------------------------------
+    separate_scopes: bool = False
+    """exec(code, restricted_globals, env): comprehension bodies, lambdas and functions can't see env."""
+    no_inplace_guard: bool = False
+    """``x += 1`` fails with ``name '_inplacevar_' is not defined``."""
+    no_unpack_guard: bool = False
+    """``a, b = 1, 2`` fails with ``name '_unpack_sequence_' is not defined``."""
+    no_write_guard: bool = False
+    """``l[0] = 5`` / ``del d[k]`` / attribute writes fail with ``name '_write_' is not defined``."""
+    no_class_support: bool = False
+    """``class A: ...`` fails with ``name '__metaclass__' is not defined``."""
+    no_getattr_builtin: bool = False
+    """``getattr`` / ``setattr`` / ``delattr`` and the exception classes are not defined."""
+    imports_refused: bool = False
+    """``import re`` fails with ``__import__ not found``; only injected names are usable."""
+    str_format_refused: bool = False
+    """``'{}'.format(x)`` is refused as RestrictedPython's ``safer_getattr`` does."""
+    missing_attr_is_none: bool = False
+    """``obj.missing`` evaluates to ``None`` (``safer_getattr``'s default) instead of AttributeError."""
+
+    # --- REPL: output ---------------------------------------------------------------------------
+    stale_print_collector: bool = False
+    """The ``_print`` collector lands in env and its text is repeated by every later step."""
+    print_in_functions_lost: bool = False
+    """``print`` inside a function body writes to a collector nobody reads."""
+    trailing_line_heuristic: bool = False
+    """Last line shown when it contains none of ``= import def class if for while with`` as substrings,
+    and it is evaluated a second time (restricted, never a plain eval)."""
+    first_fence_only: bool = False
+    """Only the first fenced block runs, ```` ```python ```` preferred; other tags are executed as code."""
+    upstream_error_text: bool = False
+    """Errors read ``Execution error: {message}`` (compile errors wrapped twice), without type or line."""
+
+    # --- loop -----------------------------------------------------------------------------------
+    final_before_exec: bool = False
+    """FINAL / FINAL_VAR are checked in the raw response before its code is executed."""
+    upstream_parser: bool = False
+    """The loop ends runs with upstream's regex parser instead of the fixed ``ast`` parser."""
+    minimal_env: bool = False
+    """The REPL namespace holds only context, query, recursive_llm and re: no callable ``FINAL`` /
+    ``FINAL_VAR`` (NameError when executed) and no ``llm_query``."""
+
+    @classmethod
+    def fixed(cls) -> Profile:
+        """Every defect fixed: the default."""
+        return cls(name="fixed")
+
+    @classmethod
+    def upstream(cls) -> Profile:
+        """2fb46cc's observable behaviour on the running Python (security holes excepted)."""
+        return cls(name="upstream", **{q: True for q in QUIRKS})
+
+    @classmethod
+    def named(cls, name: str) -> Profile:
+        """The preset called ``name`` (``"fixed"`` or ``"upstream"``)."""
+        presets = {"fixed": cls.fixed, "upstream": cls.upstream}
+        try:
+            return presets[name]()
+        except KeyError:
+            raise ConfigurationError(
+                f"unknown profile {name!r}; choose one of {sorted(presets)} or pass a Profile"
+            ) from None
+
+    def replace(self, **changes: Any) -> Profile:
+        """A copy with some switches changed; its name records the change unless one is given."""
+        unknown = sorted(set(changes) - {f.name for f in dataclasses.fields(self)})
+        if unknown:
+            raise ConfigurationError(
+                f"unknown profile switch(es) {unknown}; known switches: {sorted(QUIRKS)}"
+            )
+        if "name" not in changes:
+            diff = [f"{k}={'on' if v else 'off'}" for k, v in sorted(changes.items())
+                    if getattr(self, k) != v]
+            changes["name"] = f"{self.name}[{','.join(diff)}]" if diff else self.name
+        return dataclasses.replace(self, **changes)
+
+    def quirks(self) -> dict[str, bool]:
+        """The switches alone, without the name."""
+        return {q: getattr(self, q) for q in QUIRKS}
+
+    def enabled(self) -> Iterator[str]:
+        """Names of the switches that are on."""
+        return (q for q in QUIRKS if getattr(self, q))
+
+
+QUIRKS: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(Profile) if f.name != "name")
+
+
+def resolve_profile(profile: str | Profile | None) -> Profile:
+    """A Profile from a name, a Profile, or ``None`` (``$RLM_COMPAT_PROFILE``, else ``fixed``)."""
+    if isinstance(profile, Profile):
+        return profile
+    if profile is None:
+        profile = os.environ.get(DEFAULT_PROFILE_ENV) or "fixed"
+    if not isinstance(profile, str):
+        raise ConfigurationError(
+            f"profile must be 'fixed', 'upstream' or a Profile, not {type(profile).__name__}"
+        )
+    return Profile.named(profile)
