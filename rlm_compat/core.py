@@ -56,9 +56,7 @@ def run_sync(coro: Coroutine[Any, Any, _T]) -> _T:
     Upstream calls ``asyncio.run`` and so fails when a loop is already running in this thread
     (Jupyter, an async web handler); here the coroutine then runs on a loop in a helper thread.
     """
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
+    if not _loop_running():
         return asyncio.run(coro)
     with concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="rlm-sync") as pool:
         return pool.submit(asyncio.run, coro).result()
@@ -302,13 +300,18 @@ class RLM:
 
 def _run_on_loop(loop: asyncio.AbstractEventLoop, coro: Coroutine[Any, Any, _T]) -> _T:
     """Run ``coro`` on the RLM's own loop from the REPL thread (or privately, on the loop's thread)."""
+    if loop.is_running() and not _loop_running(loop):
+        return asyncio.run_coroutine_threadsafe(coro, loop).result()
+    return run_sync(coro)
+
+
+def _loop_running(loop: asyncio.AbstractEventLoop | None = None) -> bool:
+    """Whether an event loop (``loop``, if given) is running in the current thread."""
     try:
         current = asyncio.get_running_loop()
     except RuntimeError:
-        current = None
-    if loop.is_running() and current is not loop:
-        return asyncio.run_coroutine_threadsafe(coro, loop).result()
-    return run_sync(coro)
+        return False
+    return loop is None or current is loop
 
 
 def _litellm_module() -> Any:

@@ -1,0 +1,168 @@
+"""``rlm-compat <command>``: the project's jobs from the shell.
+
+Subcommands register themselves through small ``register(subparsers)`` functions so this module
+stays a table of contents; heavy imports happen inside the command that needs them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from . import __version__
+from .errors import REPLError, RLMError
+
+__all__ = ["build_parser", "main"]
+
+Handler = Callable[[argparse.Namespace], int]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The full argument parser (exposed for docs and tests)."""
+    parser = argparse.ArgumentParser(
+        prog="rlm-compat",
+        description=(
+            "Drop-in reimplementation of ysz/recursive-llm with behaviour profiles, "
+            "a conformance suite and research tooling."
+        ),
+    )
+    parser.add_argument("--version", action="version", version=f"rlm-compat {__version__}")
+    commands = parser.add_subparsers(dest="command", metavar="<command>")
+    _register_run(commands)
+    _register_profiles(commands)
+    _register_dropin(commands)
+    from .conformance.cli import register as register_conformance
+
+    register_conformance(commands)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the console script; returns the process exit code."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    handler: Handler | None = getattr(args, "handler", None)
+    if handler is None:
+        parser.print_help()
+        return 2
+    try:
+        return handler(args)
+    except (RLMError, REPLError) as exc:
+        print(f"rlm-compat {args.command}: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 130
+
+
+def _register_run(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = commands.add_parser(
+        "run",
+        help="answer a query over a context file with a real model (needs that model's API key)",
+        description="Run one RLM completion and print the final answer.",
+    )
+    p.add_argument("query", help="the question")
+    source = p.add_mutually_exclusive_group(required=True)
+    source.add_argument("--context-file", type=Path, help="file whose text is the context")
+    source.add_argument("--context", help="the context text itself")
+    p.add_argument("--model", required=True, help="litellm model name, e.g. gpt-4o-mini")
+    p.add_argument("--recursive-model", help="cheaper model for recursive calls")
+    p.add_argument("--api-base", help="OpenAI-compatible base URL")
+    p.add_argument("--profile", default=None, help="fixed (default) or upstream")
+    p.add_argument("--prompt-version", default=None, help="cc7a826 (default) or 2fb46cc")
+    p.add_argument("--max-iterations", type=int, default=30)
+    p.add_argument("--max-depth", type=int, default=5)
+    p.add_argument("--stats", action="store_true", help="print stats to stderr")
+    p.set_defaults(handler=_run)
+
+
+def _run(args: argparse.Namespace) -> int:
+    from .core import RLM
+
+    if args.context_file is not None:
+        try:
+            context = args.context_file.read_text(encoding="utf-8")
+        except OSError as exc:
+            print(f"rlm-compat run: cannot read {args.context_file}: {exc}", file=sys.stderr)
+            return 2
+    else:
+        context = args.context
+    rlm = RLM(
+        args.model,
+        recursive_model=args.recursive_model,
+        api_base=args.api_base,
+        max_depth=args.max_depth,
+        max_iterations=args.max_iterations,
+        profile=args.profile,
+        prompt_version=args.prompt_version,
+    )
+    print(rlm.complete(args.query, context))
+    if args.stats:
+        print(rlm.stats, file=sys.stderr)
+    return 0
+
+
+def _register_profiles(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = commands.add_parser(
+        "profiles", help="list the behaviour profiles and their quirk switches",
+        description="Show each quirk switch, whether the presets turn it on, and what it does.",
+    )
+    p.set_defaults(handler=_profiles)
+
+
+def _profiles(args: argparse.Namespace) -> int:
+    from .profiles import QUIRKS, Profile
+
+    fixed, upstream = Profile.fixed(), Profile.upstream()
+    docs = _switch_docs()
+    width = max(len(q) for q in QUIRKS)
+    print(f"{'switch':<{width}}  fixed  upstream  what it does (when on)")
+    for name in QUIRKS:
+        doc = docs.get(name, "")
+        print(
+            f"{name:<{width}}  {'on' if getattr(fixed, name) else 'off':<5}  "
+            f"{'on' if getattr(upstream, name) else 'off':<8}  {doc}"
+        )
+    return 0
+
+
+def _switch_docs() -> dict[str, str]:
+    """Each switch's attribute docstring, read from the source of profiles.py."""
+    import ast
+    import inspect
+
+    from . import profiles
+
+    tree = ast.parse(inspect.getsource(profiles.Profile))
+    body = tree.body[0].body  # type: ignore[attr-defined]
+    return {
+        node.target.id: " ".join(str(following.value.value).split())
+        for node, following in zip(body, body[1:], strict=False)
+        if isinstance(node, ast.AnnAssign)
+        and isinstance(node.target, ast.Name)
+        and isinstance(following, ast.Expr)
+        and isinstance(following.value, ast.Constant)
+    }
+
+
+def _register_dropin(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = commands.add_parser(
+        "dropin-tests",
+        help="run ysz/recursive-llm's own tests against rlm_compat (rlm aliased to rlm_compat)",
+        description=(
+            "Run <checkout>/tests of a ysz/recursive-llm checkout unmodified, with `rlm` and its "
+            "submodules aliased to rlm_compat in sys.modules. Extra arguments after -- go to pytest."
+        ),
+    )
+    p.add_argument("checkout", type=Path, help="path to a ysz/recursive-llm checkout")
+    p.add_argument("--profile", choices=("fixed", "upstream"), default="fixed")
+    p.add_argument("pytest_args", nargs=argparse.REMAINDER, help="arguments for pytest after --")
+    p.set_defaults(handler=_dropin)
+
+
+def _dropin(args: argparse.Namespace) -> int:
+    from .dropin import run_upstream_tests
+
+    extra = [a for a in args.pytest_args if a != "--"]
+    return run_upstream_tests(args.checkout, profile=args.profile, pytest_args=extra)

@@ -1,0 +1,30 @@
+"""Shared fixtures: a real loopback chat-completions server, offline litellm."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
+
+import pytest
+
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+
+from rlm_compat.loopback import ScriptedChatServer  # noqa: E402
+
+ServerFactory = Callable[..., ScriptedChatServer]
+
+
+@pytest.fixture
+def chat_server() -> Iterator[ServerFactory]:
+    """Start scripted OpenAI-compatible servers on 127.0.0.1; all are stopped after the test."""
+    started: list[ScriptedChatServer] = []
+
+    def start(replies: Sequence[str] | Callable[[dict[str, Any]], str] = ()) -> ScriptedChatServer:
+        server = ScriptedChatServer(replies).start()
+        started.append(server)
+        return server
+
+    yield start
+    for server in started:
+        server.stop()
