@@ -7,6 +7,7 @@ stays a table of contents; heavy imports happen inside the command that needs th
 from __future__ import annotations
 
 import argparse
+import itertools
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -69,6 +70,7 @@ def _register_run(commands: argparse._SubParsersAction[argparse.ArgumentParser])
     p.add_argument("--model", required=True, help="litellm model name, e.g. gpt-4o-mini")
     p.add_argument("--recursive-model", help="cheaper model for recursive calls")
     p.add_argument("--api-base", help="OpenAI-compatible base URL")
+    p.add_argument("--api-key", help="API key (default: the provider's usual environment variable)")
     p.add_argument("--profile", default=None, help="fixed (default) or upstream")
     p.add_argument("--prompt-version", default=None, help="cc7a826 (default) or 2fb46cc")
     p.add_argument("--max-iterations", type=int, default=30)
@@ -92,6 +94,7 @@ def _run(args: argparse.Namespace) -> int:
         args.model,
         recursive_model=args.recursive_model,
         api_base=args.api_base,
+        api_key=args.api_key,
         max_depth=args.max_depth,
         max_iterations=args.max_iterations,
         profile=args.profile,
@@ -138,7 +141,7 @@ def _switch_docs() -> dict[str, str]:
     body = tree.body[0].body  # type: ignore[attr-defined]
     return {
         node.target.id: " ".join(str(following.value.value).split())
-        for node, following in zip(body, body[1:], strict=False)
+        for node, following in itertools.pairwise(body)
         if isinstance(node, ast.AnnAssign)
         and isinstance(node.target, ast.Name)
         and isinstance(following, ast.Expr)

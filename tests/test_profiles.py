@@ -1,0 +1,47 @@
+"""Profiles are data: presets, ablation by replace(), resolution from names and the environment."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from rlm_compat import ConfigurationError, Profile
+from rlm_compat.profiles import QUIRKS, resolve_profile
+
+
+def test_presets_are_all_off_and_all_on() -> None:
+    assert not any(Profile.fixed().quirks().values())
+    assert all(Profile.upstream().quirks().values())
+    assert list(Profile.upstream().enabled()) == list(QUIRKS)
+
+
+@given(st.sampled_from(QUIRKS))
+def test_single_switch_ablation(switch: str) -> None:
+    ablated = Profile.upstream().replace(**{switch: False})
+    assert [q for q in QUIRKS if not getattr(ablated, q)] == [switch]
+    assert ablated.name == f"upstream[{switch}=off]"
+    assert Profile.upstream().replace(**{switch: True}).name == "upstream"
+
+
+def test_unknown_switch_is_typed() -> None:
+    with pytest.raises(ConfigurationError, match="unknown profile switch"):
+        Profile.fixed().replace(separate_scope=True)
+
+
+def test_resolution(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("RLM_COMPAT_PROFILE", raising=False)
+    assert resolve_profile(None) == Profile.fixed()
+    monkeypatch.setenv("RLM_COMPAT_PROFILE", "upstream")
+    assert resolve_profile(None) == Profile.upstream()
+    custom = Profile.fixed().replace(first_fence_only=True)
+    assert resolve_profile(custom) is custom
+    with pytest.raises(ConfigurationError, match="unknown profile 'strict'"):
+        resolve_profile("strict")
+    with pytest.raises(ConfigurationError):
+        resolve_profile(3)  # type: ignore[arg-type]
+
+
+def test_profiles_are_frozen() -> None:
+    with pytest.raises(AttributeError):
+        Profile.fixed().separate_scopes = True  # type: ignore[misc]
