@@ -48,6 +48,7 @@ is_final = _parser.is_final
 parse_response = _parser.parse_response
 
 _T = TypeVar("_T")
+_BATCH_CONCURRENCY = 8
 
 
 def run_sync(coro: Coroutine[Any, Any, _T]) -> _T:
@@ -258,6 +259,7 @@ class RLM:
         }
         if not self.profile.minimal_env:
             env["llm_query"] = host_call(self._make_llm_query(loop))
+            env["llm_query_batched"] = host_call(self._make_llm_query_batched(loop))
         return env
 
     def _child(self) -> RLM:
@@ -289,13 +291,36 @@ class RLM:
     def _make_llm_query(self, loop: asyncio.AbstractEventLoop) -> Callable[..., str]:
         def llm_query(prompt: str, model: str | None = None) -> str:
             """One plain model call (no REPL) with ``prompt`` as the user message."""
-            if not isinstance(prompt, str):
-                raise TypeError(f"llm_query(prompt) needs a str prompt, not {type(prompt).__name__}")
-            target = model or self.recursive_model
-            messages = [Message(role="user", content=prompt)]
-            return _run_on_loop(loop, self._call_llm(messages, model=target))
+            return _run_on_loop(loop, self._query(prompt, model))
 
         return llm_query
+
+    def _make_llm_query_batched(self, loop: asyncio.AbstractEventLoop) -> Callable[..., list[str]]:
+        def llm_query_batched(prompts: list[str], model: str | None = None) -> list[str]:
+            """Concurrent plain model calls, answers in prompt order; a failed one reads 'Error: ...'."""
+            if isinstance(prompts, str) or not all(isinstance(p, str) for p in prompts):
+                raise TypeError("llm_query_batched(prompts) needs a list of str prompts")
+            return _run_on_loop(loop, self._query_batched(list(prompts), model))
+
+        return llm_query_batched
+
+    async def _query(self, prompt: str, model: str | None) -> str:
+        if not isinstance(prompt, str):
+            raise TypeError(f"llm_query(prompt) needs a str prompt, not {type(prompt).__name__}")
+        messages = [Message(role="user", content=prompt)]
+        return await self._call_llm(messages, model=model or self.recursive_model)
+
+    async def _query_batched(self, prompts: list[str], model: str | None) -> list[str]:
+        limit = asyncio.Semaphore(_BATCH_CONCURRENCY)
+
+        async def one(prompt: str) -> str:
+            async with limit:
+                try:
+                    return await self._query(prompt, model)
+                except Exception as exc:
+                    return f"Error: {type(exc).__name__}: {exc}"
+
+        return list(await asyncio.gather(*(one(p) for p in prompts)))
 
 
 def _run_on_loop(loop: asyncio.AbstractEventLoop, coro: Coroutine[Any, Any, _T]) -> _T:

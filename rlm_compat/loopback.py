@@ -113,7 +113,7 @@ def _make_handler(owner: ScriptedChatServer) -> type[BaseHTTPRequestHandler]:
     class _Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
 
-        def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
+        def log_message(self, format: str, *args: Any) -> None:
             """Quiet: tests read ``requests`` instead of a log."""
 
         def _send(self, status: HTTPStatus, body: dict[str, Any]) -> None:

@@ -211,3 +211,16 @@ def test_non_text_reply_is_typed(chat_server: ServerFactory) -> None:
 
     with pytest.raises(LLMCallError, match="plain text reply"):
         RLM("m", client=NoneClient([])).complete("q", "c")
+
+
+def test_fixed_llm_query_batched_keeps_order(chat_server: ServerFactory) -> None:
+    def reply(request: dict[str, Any]) -> str:
+        if request["model"] == "leaf-model":
+            return request["messages"][0]["content"].upper()
+        if len(request["messages"]) == 2:
+            return 'out = llm_query_batched(["a", "b", "c", "d"])\nFINAL("".join(out))'
+        raise AssertionError("unexpected call")
+
+    server = chat_server(reply)
+    assert make(server, recursive_model=CHEAP).complete("q", "c") == "ABCD"
+    assert sorted(r["messages"][0]["content"] for r in server.requests[1:]) == ["a", "b", "c", "d"]
