@@ -1,0 +1,163 @@
+"""``rlm-compat record`` and ``rlm-compat conformance``: registered into the main CLI by :func:`register`."""
+
+from __future__ import annotations
+
+import argparse
+import fnmatch
+import os
+import shlex
+import sys
+from pathlib import Path
+from typing import Any
+
+__all__ = ["add_conformance_parser", "add_record_parser", "register"]
+
+UPSTREAM_ENV = "RLM_COMPAT_UPSTREAM"
+
+
+def register(subparsers: Any) -> None:
+    """Add both subcommands to the main CLI's subparsers."""
+    add_record_parser(subparsers)
+    add_conformance_parser(subparsers)
+
+
+def add_record_parser(subparsers: Any) -> None:
+    """``record``: run the inputs against upstream checkouts and write the fixtures."""
+    p = subparsers.add_parser(
+        "record",
+        help="record upstream fixtures from ysz/recursive-llm checkouts (maintainers)",
+        description=(
+            "Run the conformance inputs against ysz/recursive-llm checkouts under each given Python "
+            "and write upstream_fixtures/ (JSON Lines + PROVENANCE.json). Checkouts are only read."
+        ),
+    )
+    p.add_argument("--upstream", action="append", type=Path, required=True, metavar="PATH",
+                   help="checkout of ysz/recursive-llm; give the 2fb46cc one, and the cc7a826 one "
+                        "if loop cases use prompt_version cc7a826 (repeatable)")
+    p.add_argument("--python", action="append", default=None, metavar="PY",
+                   help="interpreter with RestrictedPython and litellm to record with "
+                        "(repeatable; default: this one)")
+    p.add_argument("--out", type=Path, default=None,
+                   help="fixtures directory (default: the source tree's upstream_fixtures)")
+    p.add_argument("--check", action="store_true",
+                   help="re-record into a temporary directory and fail on any difference")
+    p.add_argument("--step-limit", type=float, default=3.0, metavar="S",
+                   help="seconds a step may run before it is recorded as a hang (default 3)")
+    p.set_defaults(handler=_record)
+
+
+def add_conformance_parser(subparsers: Any) -> None:
+    """``conformance``: run the recorded fixtures against implementations."""
+    from .adapters import IMPLEMENTATIONS
+
+    known = ", ".join(IMPLEMENTATIONS)
+    p = subparsers.add_parser(
+        "conformance",
+        help="run the recorded upstream fixtures against rlm_compat (and other implementations)",
+        description=(
+            "Compare implementations with recorded ysz/recursive-llm 2fb46cc behaviour, case by "
+            "case. Default: both rlm_compat profiles. Needs no network and no API key. Exits 1 on "
+            "any unexplained difference, unexpected pass or error of a gated implementation."
+        ),
+    )
+    p.add_argument("--impl", action="append", default=None, metavar="NAME[=PYTHON]",
+                   help=f"implementation to run (repeatable); known: {known}. Those in their own "
+                        "venv take the interpreter: rlms-0.1.1=/venvs/rlms/bin/python")
+    p.add_argument("--upstream", type=Path, default=None, metavar="PATH",
+                   help=f"2fb46cc checkout for ysz-2fb46cc (default ${UPSTREAM_ENV})")
+    p.add_argument("--fixtures", type=Path, default=None, metavar="DIR",
+                   help="fixtures directory (default: the shipped fixtures)")
+    p.add_argument("--kind", action="append", choices=("repl", "parser", "loop"), default=None,
+                   help="only these kinds of cases (repeatable)")
+    p.add_argument("--cases", action="append", default=None, metavar="GLOB",
+                   help="only case ids matching this glob (repeatable), e.g. 'repl.scoping.*'")
+    p.add_argument("--report", type=Path, default=None, metavar="OUT.md",
+                   help="write the markdown matrix here")
+    p.add_argument("--json", type=Path, default=None, metavar="OUT.json",
+                   help="write every result as JSON here")
+    p.add_argument("--step-limit", type=float, default=3.0, metavar="S",
+                   help="seconds before a step of a driver-run implementation counts as a hang")
+    p.add_argument("--quiet", action="store_true", help="no progress bar, no summary")
+    p.set_defaults(handler=_conformance)
+
+
+def _record(args: argparse.Namespace) -> int:
+    from .fixtures import default_fixtures_dir
+    from .recorder import check, record
+
+    pythons = args.python or [sys.executable]
+    out = args.out
+    if out is None:
+        out = Path(__file__).resolve().parents[2] / "upstream_fixtures"
+
+    def progress(message: str) -> None:
+        print(f"record: {message}", file=sys.stderr, flush=True)
+
+    if args.check:
+        target = args.out or default_fixtures_dir()
+        problems = check(args.upstream, pythons, target, step_limit=args.step_limit,
+                         progress=progress)
+        for problem in problems:
+            print(problem)
+        print(f"record --check: {'identical' if not problems else f'{len(problems)} difference(s)'}"
+              f" ({target})")
+        return 1 if problems else 0
+    provenance = record(args.upstream, pythons, out, step_limit=args.step_limit, progress=progress)
+    for name, meta in provenance["fixtures"].items():
+        print(f"{name}: {meta['cases']} cases")
+    print(f"wrote {out}")
+    return 0
+
+
+def _conformance(args: argparse.Namespace) -> int:
+    from .adapters import make_adapter
+    from .fixtures import FixtureSet
+    from .report import render_json, render_markdown, render_summary
+    from .runner import KIND_ORDER, run_conformance
+
+    checkout = args.upstream or (Path(os.environ[UPSTREAM_ENV]) if os.environ.get(UPSTREAM_ENV) else None)
+    adapters = []
+    for spec in args.impl or ["rlm_compat-upstream", "rlm_compat-fixed"]:
+        name, _, python = spec.partition("=")
+        adapters.append(make_adapter(name, python=python or None, checkout=checkout,
+                                     step_limit=args.step_limit))
+    fixtures = FixtureSet.open(args.fixtures)
+    patterns = args.cases or ["*"]
+    report = run_conformance(
+        adapters,
+        fixtures,
+        kinds=[k for k in KIND_ORDER if k in (args.kind or KIND_ORDER)],
+        selector=lambda case_id: any(fnmatch.fnmatchcase(case_id, p) for p in patterns),
+        progress_enabled=False if args.quiet else None,
+    )
+    command = "rlm-compat conformance " + " ".join(shlex.quote(a) for a in sys.argv[2:])
+    if args.report is not None:
+        reproduce = _reproduce_steps([a.name for a in adapters])
+        args.report.write_text(render_markdown(report, command=command.strip(), reproduce=reproduce),
+                               encoding="utf-8")
+    if args.json is not None:
+        args.json.write_text(render_json(report), encoding="utf-8")
+    if not args.quiet:
+        print(render_summary(report))
+    return 1 if report.failed else 0
+
+
+_SETUP = {
+    "ysz-2fb46cc": [
+        "git clone https://github.com/ysz/recursive-llm up && git -C up checkout 2fb46cc",
+        "python3.11 -m venv venvs/up311 && venvs/up311/bin/pip install "
+        "RestrictedPython==9.0 litellm==1.106.2",
+    ],
+    "recursive-llm-0.5.0": [
+        "python3.11 -m venv venvs/rl050 && venvs/rl050/bin/pip install recursive-llm==0.5.0",
+    ],
+    "rlms-0.1.1": ["python3.11 -m venv venvs/rlms011 && venvs/rlms011/bin/pip install rlms==0.1.1"],
+}
+
+
+def _reproduce_steps(names: list[str]) -> list[str]:
+    """Shell lines that set up the venvs a run used (the command itself follows them)."""
+    lines = ["pip install -e '.[test]'"]
+    for name in names:
+        lines += _SETUP.get(name, [])
+    return lines

@@ -1,0 +1,289 @@
+"""Run recorded fixtures against implementations and classify every result.
+
+Statuses, per case and implementation:
+
+``pass``            the result equals the recording;
+``deviation``       it differs, and deviations.toml explains it (an *explained deviation*);
+``unexplained``     it differs and nothing explains it (for peers, which the registry does not
+                    cover, the same status is reported as ``differs`` and never gates the run);
+``unexpected-pass`` it equals the recording although deviations.toml says it should differ;
+``skipped``         the case does not apply (reason given);
+``errored``         the implementation or its adapter failed to produce a result.
+
+The run *fails* when a gated implementation (the rlm_compat profiles and the upstream checkout)
+has any ``unexplained``, ``unexpected-pass`` or ``errored`` result.
+"""
+
+from __future__ import annotations
+
+import platform
+import sys
+import time
+from collections import Counter
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TextIO
+
+from . import compare as _compare
+from .adapters import Adapter, DriverAdapter
+from .deviations import Registry
+from .fixtures import DEVIATIONS, FixtureSet, read_jsonl
+
+__all__ = [
+    "FAILING",
+    "STATUSES",
+    "CaseResult",
+    "ImplementationRun",
+    "Progress",
+    "RunReport",
+    "run_conformance",
+]
+
+STATUSES = ("pass", "deviation", "unexplained", "unexpected-pass", "skipped", "errored")
+FAILING = frozenset({"unexplained", "unexpected-pass", "errored"})
+KIND_ORDER = ("repl", "parser", "loop")
+_PARSER_BATCH = 500
+
+
+@dataclass
+class CaseResult:
+    """One case on one implementation."""
+
+    id: str
+    kind: str
+    topic: str
+    status: str
+    detail: str = ""
+    deviation: int | None = None
+    deviation_kind: str | None = None
+
+
+@dataclass
+class ImplementationRun:
+    """Everything one implementation did in a run."""
+
+    name: str
+    gated: bool
+    info: dict[str, Any] = field(default_factory=dict)
+    fixtures: dict[str, str] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+    results: list[CaseResult] = field(default_factory=list)
+    seconds: float = 0.0
+
+    def counts(self) -> dict[str, int]:
+        """How many results have each status (all statuses present, zeros included)."""
+        found = Counter(r.status for r in self.results)
+        return {s: found.get(s, 0) for s in STATUSES}
+
+    @property
+    def failed(self) -> bool:
+        return self.gated and any(r.status in FAILING for r in self.results)
+
+
+@dataclass
+class RunReport:
+    """A whole run: implementations in order, the registry used and its problems."""
+
+    implementations: list[ImplementationRun]
+    registry: Registry
+    registry_problems: list[str]
+    fixtures_root: str
+    python: str = field(default_factory=platform.python_version)
+
+    @property
+    def failed(self) -> bool:
+        return bool(self.registry_problems) or any(i.failed for i in self.implementations)
+
+
+class Progress:
+    """A plain progress bar on stderr; silent unless stderr is a terminal."""
+
+    def __init__(self, total: int, stream: TextIO | None = None, enabled: bool | None = None) -> None:
+        self.stream = stream if stream is not None else sys.stderr
+        self.enabled = self.stream.isatty() if enabled is None else enabled
+        self.total = max(total, 1)
+        self.done = 0
+        self._last = 0.0
+        self.label = ""
+
+    def advance(self, n: int = 1, label: str | None = None) -> None:
+        self.done += n
+        if label is not None:
+            self.label = label
+        now = time.monotonic()
+        if self.enabled and (now - self._last > 0.1 or self.done >= self.total):
+            self._last = now
+            width = 30
+            filled = int(width * min(self.done, self.total) / self.total)
+            self.stream.write(
+                f"\r[{'#' * filled}{'.' * (width - filled)}] {self.done}/{self.total} "
+                f"{self.label[:40]:<40}"
+            )
+            self.stream.flush()
+
+    def close(self) -> None:
+        if self.enabled:
+            self.stream.write("\n")
+            self.stream.flush()
+
+
+class _Lines:
+    """Fixture files read once per run, whatever the number of implementations."""
+
+    def __init__(self, fixtures: FixtureSet) -> None:
+        self.fixtures = fixtures
+        self._cache: dict[Path, list[dict[str, Any]]] = {}
+
+    def read(self, path: Path) -> list[dict[str, Any]]:
+        if path not in self._cache:
+            self._cache[path] = list(read_jsonl(path))
+        return self._cache[path]
+
+    def for_python(
+        self, kind: str, python: str, run: ImplementationRun | None = None
+    ) -> list[dict[str, Any]]:
+        path, version, note = self.fixtures.select(kind, python)
+        if run is not None and note:
+            run.notes.append(note)
+        if path is None:
+            return []
+        if run is not None:
+            run.fixtures[kind] = path.name + (
+                f" (recorded on {version})" if version and version != python else ""
+            )
+        return self.read(path)
+
+    def all_ids(self, kinds: Sequence[str]) -> set[str]:
+        return {
+            line["id"]
+            for kind in kinds
+            for path in self.fixtures.files.get(kind, {}).values()
+            for line in self.read(path)
+        }
+
+
+def _major_minor(version: str) -> str:
+    return ".".join(version.split(".")[:2])
+
+
+def classify(
+    adapter: Adapter,
+    kind: str,
+    line: dict[str, Any],
+    outcome: dict[str, Any],
+    registry: Registry,
+    python: str,
+) -> CaseResult:
+    """The status of one outcome against its fixture line."""
+    case_id, topic = line["id"], line["input"].get("topic", "")
+    if "skip" in outcome:
+        return CaseResult(case_id, kind, topic, "skipped", str(outcome["skip"]))
+    if "failure" in outcome:
+        return CaseResult(case_id, kind, topic, "errored", str(outcome["failure"]))
+    difference = _compare.compare(kind, line["expected"], outcome["result"], adapter.mode)
+    entry = registry.lookup(case_id, adapter.profile, python) if adapter.profile else None
+    if entry is None:
+        if difference is None:
+            return CaseResult(case_id, kind, topic, "pass")
+        return CaseResult(case_id, kind, topic, "unexplained", difference)
+    if difference is None:
+        return CaseResult(
+            case_id, kind, topic, "unexpected-pass",
+            f"matches upstream, but deviation #{entry.number} ({entry.kind}) says it differs",
+            entry.number, entry.kind,
+        )
+    if entry.expected is not None:
+        mismatch = _compare.compare(kind, entry.expected, outcome["result"], "exact")
+        if mismatch is not None:
+            return CaseResult(
+                case_id, kind, topic, "unexplained",
+                f"differs from upstream and from deviation #{entry.number}'s expected result: "
+                f"{mismatch}",
+                entry.number, entry.kind,
+            )
+    return CaseResult(case_id, kind, topic, "deviation", difference, entry.number, entry.kind)
+
+
+def _run_one(
+    adapter: Adapter,
+    lines: _Lines,
+    registry: Registry,
+    kinds: Sequence[str],
+    selector: Callable[[str], bool],
+    progress: Progress,
+) -> ImplementationRun:
+    run = ImplementationRun(adapter.name, adapter.gated)
+    started = time.monotonic()
+    try:
+        run.info = adapter.start()
+    except Exception as exc:
+        run.notes.append(f"could not start: {type(exc).__name__}: {exc}")
+        for kind in kinds:
+            for line in lines.for_python(kind, _major_minor(platform.python_version())):
+                if selector(line["id"]):
+                    progress.advance(label=f"{adapter.name} {line['id']}")
+                    run.results.append(
+                        CaseResult(line["id"], kind, line["input"].get("topic", ""), "errored",
+                                   f"implementation did not start: {exc}")
+                    )
+        return run
+    python = _major_minor(str(run.info.get("python", platform.python_version())))
+    seed_fixed = getattr(adapter, "hash_seed_fixed", True)
+    try:
+        for kind in kinds:
+            selected = [line for line in lines.for_python(kind, python, run) if selector(line["id"])]
+            outcomes: Iterable[dict[str, Any]]
+            if kind == "parser" and isinstance(adapter, DriverAdapter):
+                outcomes = _batched(adapter, kind, selected, progress)
+            else:
+                outcomes = (_single(adapter, kind, line, seed_fixed, progress) for line in selected)
+            for line, outcome in zip(selected, outcomes, strict=True):
+                run.results.append(classify(adapter, kind, line, outcome, registry, python))
+    finally:
+        adapter.stop()
+        run.seconds = time.monotonic() - started
+    return run
+
+
+def _single(
+    adapter: Adapter, kind: str, line: dict[str, Any], seed_fixed: bool, progress: Progress
+) -> dict[str, Any]:
+    progress.advance(label=f"{adapter.name} {line['id']}")
+    if line.get("hash_sensitive") and not seed_fixed:
+        return {"skip": "output shows str-hash order; run with PYTHONHASHSEED=0 to compare it"}
+    return adapter.run(kind, line["input"])
+
+
+def _batched(
+    adapter: DriverAdapter, kind: str, lines: list[dict[str, Any]], progress: Progress
+) -> Iterable[dict[str, Any]]:
+    for start in range(0, len(lines), _PARSER_BATCH):
+        chunk = lines[start:start + _PARSER_BATCH]
+        outcomes = adapter.run_many(kind, [line["input"] for line in chunk])
+        progress.advance(len(chunk), label=f"{adapter.name} {kind}")
+        yield from outcomes
+
+
+def run_conformance(
+    adapters: Sequence[Adapter],
+    fixtures: FixtureSet,
+    *,
+    kinds: Sequence[str] = KIND_ORDER,
+    selector: Callable[[str], bool] = lambda _: True,
+    registry: Registry | None = None,
+    progress_stream: TextIO | None = None,
+    progress_enabled: bool | None = None,
+) -> RunReport:
+    """Run every selected fixture case against every adapter, in order."""
+    registry = registry if registry is not None else Registry.load(fixtures.root / DEVIATIONS)
+    lines = _Lines(fixtures)
+    here = _major_minor(platform.python_version())
+    total = sum(
+        1 for kind in kinds for line in lines.for_python(kind, here) if selector(line["id"])
+    )
+    problems = registry.check_against(lines.all_ids(KIND_ORDER)) if set(kinds) == set(KIND_ORDER) else []
+    progress = Progress(total * len(adapters), progress_stream, progress_enabled)
+    runs = [_run_one(a, lines, registry, kinds, selector, progress) for a in adapters]
+    progress.close()
+    return RunReport(runs, registry, problems, str(fixtures.root))
