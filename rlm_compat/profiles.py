@@ -42,10 +42,25 @@ class Profile:
     """``l[0] = 5`` / ``del d[k]`` / attribute writes fail with ``name '_write_' is not defined``."""
     no_class_support: bool = False
     """``class A: ...`` fails with ``name '__metaclass__' is not defined``."""
+    no_apply_guard: bool = False
+    """Calls with ``*args`` / ``**kwargs`` (``print(*xs)``) fail with ``name '_apply_' is not
+    defined``."""
     no_getattr_builtin: bool = False
-    """``getattr`` / ``setattr`` / ``delattr`` and the exception classes are not defined."""
+    """Only 2fb46cc's builtin names exist: no ``getattr``, ``dir``, ``object``, ``property``,
+    ``classmethod``, ``staticmethod``, ``RecursionError``...; ``hasattr`` answers for any name.
+    (``setattr``, ``delattr`` and the common exception classes exist in both.)"""
     imports_refused: bool = False
     """``import re`` fails with ``__import__ not found``; only injected names are usable."""
+    rp_utility_builtins: bool = False
+    """RestrictedPython's ``utility_builtins`` are injected too: ``string``, ``random`` and
+    ``whrandom`` (a per-session generator, never the process-wide one), ``same_type``, ``test``,
+    ``reorder``."""
+    rp_syntax_only: bool = False
+    """Only what RestrictedPython's transformer accepts compiles: annotated assignments
+    (``x: int = 1``) and ``nonlocal`` are compile errors."""
+    guarded_iteration: bool = False
+    """``for`` / comprehension targets are unpacked through RestrictedPython's
+    ``guarded_iter_unpack_sequence`` (slower; some unpacking error texts differ)."""
     str_format_refused: bool = False
     """``'{}'.format(x)`` is refused as RestrictedPython's ``safer_getattr`` does."""
     missing_attr_is_none: bool = False

@@ -1,51 +1,94 @@
-"""Drop-in for ``rlm.repl``: the restricted REPL executor (first working version)."""
+"""Drop-in for ``rlm.repl``: run model-written code in a restricted, persistent namespace.
+
+``REPLExecutor(timeout, max_output_chars).execute(code, env)`` keeps upstream's signature,
+return strings and ``REPLError``; what the code may do, how output is collected and which of
+2fb46cc's quirks apply is decided by the :class:`~rlm_compat.profiles.Profile` (see docs/repl.md).
+The machinery lives in :mod:`rlm_compat.sandbox`; this module only orchestrates one call.
+"""
 
 from __future__ import annotations
 
-import io
+import math
+import random
 from typing import Any
 
-from RestrictedPython import compile_restricted_exec, limited_builtins, safe_globals
-from RestrictedPython.Guards import (
-    full_write_guard,
-    guarded_iter_unpack_sequence,
-    guarded_unpack_sequence,
-    safer_getattr,
-)
-
-from .errors import REPLError
+from .errors import ConfigurationError, REPLError, REPLSecurityError, REPLTimeoutError
 from .profiles import Profile, resolve_profile
+from .sandbox.context import LOCAL, ExecState
+from .sandbox.inline import Deadline, run_with_deadline
+from .sandbox.output import CappedText, PrintCollector
+from .sandbox.policy import builtins_for
+from .sandbox.prep import Compiled, CompileOptions, Program, compile_program, extract, user_line
+from .sandbox.violations import SandboxViolation, TimeoutSignal
 
 __all__ = ["REPLError", "REPLExecutor"]
 
+_ISOLATIONS = ("inline", "process")
 
-class _Printer:
-    def __init__(self, sink: io.StringIO) -> None:
-        self._sink = sink
 
-    def __call__(self, _getattr: Any = None) -> _Printer:
-        return self
+class _Failure:
+    """What went wrong inside the guarded region, already rendered (rendering may run user code)."""
 
-    def _call_print(self, *args: Any, **kwargs: Any) -> None:
-        kwargs.pop("file", None)
-        print(*args, file=self._sink, **kwargs)
+    __slots__ = ("error_type", "text")
+
+    def __init__(self, error_type: type[REPLError], text: str) -> None:
+        self.error_type = error_type
+        self.text = text
 
 
 class REPLExecutor:
-    """Executes model-written code in a restricted namespace."""
+    """Executes model-written Python in a restricted namespace (``env``) that persists across calls.
+
+    ``timeout``: seconds of sandboxed computation per call (time spent inside host functions such
+    as ``recursive_llm`` does not count); ``None`` (stored as ``math.inf``) disables it.
+    ``max_output_chars``: longer output is cut with upstream's marker. ``profile``: ``"fixed"`` (default, or
+    ``$RLM_COMPAT_PROFILE``), ``"upstream"`` or a :class:`Profile`. ``isolation``: ``"inline"``
+    runs in the calling thread.
+    """
 
     def __init__(
         self,
-        timeout: float = 5,
+        timeout: float | None = 5,
         max_output_chars: int = 2000,
         *,
         profile: str | Profile | None = None,
         isolation: str = "inline",
     ) -> None:
-        self.timeout = timeout
+        if timeout is None:
+            timeout = math.inf
+        if (
+            isinstance(timeout, bool)
+            or not isinstance(timeout, (int, float))
+            or math.isnan(timeout)
+            or timeout <= 0
+        ):
+            raise ConfigurationError(
+                f"timeout must be a positive number of seconds (or None for none), not {timeout!r}"
+            )
+        if (
+            isinstance(max_output_chars, bool)
+            or not isinstance(max_output_chars, int)
+            or max_output_chars < 0
+        ):
+            raise ConfigurationError(
+                f"max_output_chars must be a non-negative integer, not {max_output_chars!r}"
+            )
+        if isolation not in _ISOLATIONS:
+            raise ConfigurationError(
+                f"isolation must be one of {list(_ISOLATIONS)}, not {isolation!r}"
+            )
+        if isolation == "process":
+            raise ConfigurationError(
+                "isolation='process' is not available yet; use isolation='inline' "
+                "(timeouts cannot interrupt a single long C call inline, see docs/repl.md)"
+            )
+        self.timeout: float = timeout
         self.max_output_chars = max_output_chars
         self.profile = resolve_profile(profile)
         self.isolation = isolation
+        self._options = CompileOptions.from_profile(self.profile)
+        self._builtins = builtins_for(self.profile)
+        self._random = random.Random()
 
     def __repr__(self) -> str:
         return (
@@ -53,40 +96,154 @@ class REPLExecutor:
             f"profile={self.profile.name!r}, isolation={self.isolation!r})"
         )
 
+    # --- public -------------------------------------------------------------------------------
+
     def execute(self, code: str, env: dict[str, Any]) -> str:
-        """Run ``code`` with ``env`` as its namespace; return the text shown to the model."""
-        if not code.strip():
-            return "No code to execute"
-        sink = io.StringIO()
-        g: dict[str, Any] = dict(safe_globals)
-        g.update(limited_builtins)
-        builtins = dict(safe_globals["__builtins__"])
-        builtins.update(
-            _getattr_=safer_getattr,
-            _getitem_=lambda o, i: o[i],
-            _getiter_=iter,
-            _write_=full_write_guard,
-            _unpack_sequence_=guarded_unpack_sequence,
-            _iter_unpack_sequence_=guarded_iter_unpack_sequence,
-            _print_=_Printer(sink),
-        )
+        """Run ``code`` (a model response; fences are handled) with ``env`` as its namespace.
+
+        Returns the printed output plus the shown last expression, or one of upstream's fixed
+        strings. Raises :class:`REPLError` (``REPLTimeoutError`` / ``REPLSecurityError`` for
+        timeouts and policy refusals) and nothing else for any code.
+        """
         try:
-            result = compile_restricted_exec(code)
-            if result.errors:
-                raise REPLError(f"Execution error: Compilation error: {', '.join(result.errors)}")
-            env["__builtins__"] = builtins
-            try:
-                exec(result.code, env)
-            finally:
-                env.pop("__builtins__", None)
+            return self._execute(code, env)
         except REPLError:
             raise
-        except Exception as exc:
-            raise REPLError(f"Execution error: {exc}") from None
-        out = sink.getvalue()
-        if not out:
+        except Exception as exc:  # a bug of ours must still reach the caller as a REPLError
+            raise REPLError(
+                f"Execution error: internal REPL failure ({type(exc).__name__}: {exc})"
+            ) from exc
+
+    # --- one call -----------------------------------------------------------------------------
+
+    def _execute(self, code: str, env: dict[str, Any]) -> str:
+        if not isinstance(code, str):
+            raise REPLError(f"Execution error: code must be a str, not {type(code).__name__}")
+        if not isinstance(env, dict):
+            raise REPLError(f"Execution error: env must be a dict, not {type(env).__name__}")
+        program = extract(code, self._options.first_fence_only)
+        if not program.source.strip():
+            return "No code to execute"
+        compiled = compile_program(program.source, self._options)
+        if compiled.code is None:
+            raise self._compile_error(compiled, program)
+
+        sink = CappedText(self.max_output_chars)
+        deadline = Deadline(self.timeout) if math.isfinite(self.timeout) else None
+        state = ExecState(sink, self.max_output_chars, env, self._random, deadline)
+        if self.profile.separate_scopes:
+            namespace: dict[str, Any] = {"__builtins__": self._builtins}
+        else:
+            namespace = env
+        saved = env.get("__builtins__", _ABSENT)
+        previous = LOCAL.state
+        LOCAL.state = state
+        try:
+            if namespace is env:
+                env["__builtins__"] = self._builtins
+            outcome, signal = run_with_deadline(
+                lambda: self._run(compiled, program, namespace, env, sink), deadline
+            )
+        finally:
+            LOCAL.state = previous
+            if namespace is env:
+                if saved is _ABSENT:
+                    env.pop("__builtins__", None)
+                else:
+                    env["__builtins__"] = saved
+        if signal is not None:
+            raise REPLTimeoutError(self._timeout_text(signal, compiled, program))
+        if isinstance(outcome, _Failure):
+            raise outcome.error_type(outcome.text)
+        assert outcome is not None
+        return self._render(outcome)
+
+    def _run(
+        self,
+        compiled: Compiled,
+        program: Program,
+        namespace: dict[str, Any],
+        env: dict[str, Any],
+        sink: CappedText,
+    ) -> CappedText | _Failure:
+        """Everything that may run sandboxed code (including ``str()`` of its objects)."""
+        code = compiled.code
+        assert code is not None
+        try:
+            exec(code, namespace, env)
+        except TimeoutSignal:
+            raise
+        except (KeyboardInterrupt, SystemExit):
+            raise
+        except BaseException as exc:
+            return self._failure(exc, compiled, program)
+        collector = env.get("_print") if self.profile.stale_print_collector else None
+        if isinstance(collector, PrintCollector):
+            sink.extend(collector.txt)
+        if compiled.trailing is not None:
+            try:
+                value = eval(compiled.trailing, namespace, env)
+                if value is not None:
+                    sink.write(str(value) + "\n")
+            except TimeoutSignal:
+                raise
+            except Exception:  # 2fb46cc ignores any failure of the second evaluation
+                pass
+        return sink
+
+    # --- texts --------------------------------------------------------------------------------
+
+    def _render(self, out: CappedText) -> str:
+        if out.total == 0:
             return "Code executed successfully (no output)"
-        if len(out) > self.max_output_chars:
-            n = self.max_output_chars
-            return f"{out[:n]}\n\n[Output truncated: {len(out)} chars total, showing first {n}]"
-        return out.strip()
+        text = out.getvalue()
+        n = self.max_output_chars
+        if out.total > n:
+            return f"{text[:n]}\n\n[Output truncated: {out.total} chars total, showing first {n}]"
+        return text.strip()
+
+    def _failure(self, exc: BaseException, compiled: Compiled, program: Program) -> _Failure:
+        if isinstance(exc, SandboxViolation):
+            error_type: type[REPLError] = REPLSecurityError
+        elif isinstance(exc, REPLError):
+            error_type = type(exc)
+        else:
+            error_type = REPLError
+        try:
+            message = str(exc)
+        except Exception:  # a sandboxed exception class may break str()
+            message = f"<unprintable {type(exc).__name__}>"
+        if self.profile.upstream_error_text:
+            return _Failure(error_type, f"Execution error: {message}")
+        name = exc.display_name if isinstance(exc, SandboxViolation) else type(exc).__name__
+        text = f"{name}: {message}" if message else name
+        where = user_line(exc.__traceback__, compiled.filename, program.line_map, program.blocks)
+        return _Failure(error_type, f"Execution error: {text}" + (f" ({where})" if where else ""))
+
+    def _timeout_text(self, signal: TimeoutSignal, compiled: Compiled, program: Program) -> str:
+        if self.profile.upstream_error_text:
+            return f"Execution error: Execution timed out after {self.timeout:g}s"
+        where = user_line(signal.__traceback__, compiled.filename, program.line_map, program.blocks)
+        return (
+            f"Execution error: TimeoutError: execution exceeded the {self.timeout:g} s timeout"
+            + (f" ({where})" if where else "")
+        )
+
+    def _compile_error(self, compiled: Compiled, program: Program) -> REPLError:
+        issues = compiled.issues
+        policy = any(i.kind == "policy" for i in issues)
+        error_type = REPLSecurityError if policy else REPLError
+        if self.profile.upstream_error_text:
+            joined = ", ".join(i.upstream_text for i in issues)
+            return error_type(f"Execution error: Compilation error: {joined}")
+        from .sandbox.prep import describe_line
+
+        parts = []
+        for issue in issues:
+            text = issue.message if issue.kind == "syntax" else f"SecurityError: {issue.message}"
+            where = describe_line(issue.line, program.line_map, program.blocks)
+            parts.append(text + (f" ({where})" if where else ""))
+        return error_type("Execution error: " + "; ".join(parts))
+
+
+_ABSENT = object()

@@ -1,0 +1,251 @@
+"""Modules as sandboxed code sees them: read-only proxies holding an allowlist of attributes.
+
+A proxy is built once per module from its allowlist (values copied at build time), so the real
+module is never consulted while sandboxed code runs: no ``__getattr__`` forwarding, no target
+``AttributeError`` (whose ``.obj`` would leak the module) and no route to ``re.enum``,
+``json.codecs``, ``datetime.sys``... A raw module found anywhere (the loop puts the real ``re``
+into the namespace) is looked at through the same proxy by the attribute guard.
+"""
+
+from __future__ import annotations
+
+import importlib
+import itertools
+import random as _random
+import threading
+import types
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from .context import LOCAL
+from .violations import ForbiddenAttributeError, ForbiddenWriteError
+
+__all__ = [
+    "ALLOWED_MODULES",
+    "ModuleProxy",
+    "SessionRandom",
+    "module_proxy",
+    "proxy_for_module",
+]
+
+# Each list was read against the module's documented public API; names missing on the running
+# Python are skipped. Anything that is a module, holds host-wide mutable state, touches files,
+# processes or the network is left out.
+_ALLOWLISTS: dict[str, tuple[str, ...]] = {
+    "re": (
+        "compile", "search", "match", "fullmatch", "split", "findall", "finditer", "sub", "subn",
+        "escape", "error", "Pattern", "Match", "A", "ASCII", "I", "IGNORECASE", "L", "LOCALE",
+        "M", "MULTILINE", "S", "DOTALL", "U", "UNICODE", "X", "VERBOSE", "NOFLAG",
+    ),
+    "json": ("loads", "dumps", "load", "dump", "JSONDecodeError", "JSONDecoder", "JSONEncoder"),
+    "math": tuple(n for n in dir(importlib.import_module("math")) if not n.startswith("_")),
+    "datetime": (
+        "date", "datetime", "time", "timedelta", "timezone", "tzinfo", "MINYEAR", "MAXYEAR", "UTC",
+    ),
+    "collections": (
+        "Counter", "defaultdict", "OrderedDict", "deque", "namedtuple", "ChainMap",
+    ),
+    "itertools": (
+        "accumulate", "batched", "chain", "combinations", "combinations_with_replacement",
+        "compress", "count", "cycle", "dropwhile", "filterfalse", "groupby", "islice",
+        "pairwise", "permutations", "product", "repeat", "starmap", "takewhile", "tee",
+        "zip_longest",
+    ),
+    "functools": (
+        "reduce", "partial", "lru_cache", "cache", "cmp_to_key", "total_ordering",
+    ),
+    "statistics": (
+        "mean", "fmean", "geometric_mean", "harmonic_mean", "median", "median_low",
+        "median_high", "median_grouped", "mode", "multimode", "quantiles", "pstdev",
+        "pvariance", "stdev", "variance", "covariance", "correlation", "linear_regression",
+        "NormalDist", "StatisticsError",
+    ),
+    "string": (
+        "ascii_letters", "ascii_lowercase", "ascii_uppercase", "digits", "hexdigits",
+        "octdigits", "punctuation", "printable", "whitespace", "capwords", "Template",
+        "Formatter",
+    ),
+    "textwrap": ("wrap", "fill", "shorten", "dedent", "indent"),
+    "random": (
+        "random", "randint", "randrange", "choice", "choices", "shuffle", "sample", "uniform",
+        "gauss", "normalvariate", "lognormvariate", "expovariate", "vonmisesvariate",
+        "gammavariate", "triangular", "betavariate", "paretovariate", "weibullvariate",
+        "getrandbits", "randbytes", "binomialvariate", "seed", "Random",
+    ),
+    "heapq": (
+        "heappush", "heappop", "heapify", "heapreplace", "heappushpop", "nlargest", "nsmallest",
+        "merge",
+    ),
+    "bisect": ("bisect", "bisect_left", "bisect_right", "insort", "insort_left", "insort_right"),
+}
+
+ALLOWED_MODULES: tuple[str, ...] = tuple(sorted(_ALLOWLISTS))
+"""Modules ``import`` accepts (in profiles that allow imports)."""
+
+
+_REAL: dict[str, types.ModuleType] = {}
+"""The module behind each allowlisted proxy, kept here rather than on the proxy itself."""
+
+
+class ModuleProxy:
+    """Read-only stand-in for one module: its allowlisted attributes and nothing else."""
+
+    def __init__(self, label: str, attrs: dict[str, Any], real: types.ModuleType | None) -> None:
+        d = object.__getattribute__(self, "__dict__")
+        d.update(attrs)
+        d["_ModuleProxy__label"] = label
+        if real is not None:
+            _REAL[label] = real
+
+    def __getattr__(self, name: str) -> Any:
+        d = object.__getattribute__(self, "__dict__")
+        label = d["_ModuleProxy__label"]
+        real = _REAL.get(label)
+        if real is None:
+            raise ForbiddenAttributeError(f"module {label!r} is not available in the sandbox")
+        if not name.startswith("__") and hasattr(real, name):
+            raise ForbiddenAttributeError(f"'{label}.{name}' is not available in the sandbox")
+        raise AttributeError(f"module {label!r} has no attribute {name!r}")
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise ForbiddenWriteError("modules are read-only in the sandbox")
+
+    def __delattr__(self, name: str) -> None:
+        raise ForbiddenWriteError("modules are read-only in the sandbox")
+
+    def __dir__(self) -> list[str]:
+        return _public(object.__getattribute__(self, "__dict__"))
+
+    def __repr__(self) -> str:
+        label = object.__getattribute__(self, "__dict__")["_ModuleProxy__label"]
+        return f"<module {label!r} (sandboxed)>"
+
+    def __reduce__(self) -> Any:
+        raise TypeError("sandboxed modules cannot be pickled")
+
+
+def _public(d: dict[str, Any]) -> list[str]:
+    return sorted(k for k in d if not k.startswith("_"))
+
+
+class SessionRandom:
+    """``random`` for sandboxed code: the functions of the current session's own ``Random``.
+
+    The process-wide generator (which host code and other sessions share) is never reachable;
+    ``random.seed(1)`` seeds only the session calling it.
+    """
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("_") or name not in _ALLOWLISTS["random"]:
+                raise ForbiddenAttributeError(f"'random.{name}' is not available in the sandbox")
+        if name == "Random":
+            return _random.Random
+        state = LOCAL.state
+        rng = state.random if state is not None else _FALLBACK_RANDOM
+        return getattr(rng, name)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise ForbiddenWriteError("modules are read-only in the sandbox")
+
+    def __dir__(self) -> list[str]:
+        return sorted(_ALLOWLISTS["random"])
+
+    def __repr__(self) -> str:
+        return "<module 'random' (sandboxed, per session)>"
+
+
+_FALLBACK_RANDOM = _random.Random()
+SESSION_RANDOM = SessionRandom()
+
+
+def _interruptible(factory: Callable[..., Iterator[Any]]) -> Callable[..., Iterator[Any]]:
+    """An endless itertools iterator re-yielded from Python, so a timeout can stop its consumer.
+
+    ``list(itertools.count())`` would otherwise be one endless C call that no timeout reaches.
+    """
+
+    def wrapper(*args: Any, **kwargs: Any) -> Iterator[Any]:
+        yield from factory(*args, **kwargs)
+
+    wrapper.__name__ = factory.__name__
+    wrapper.__doc__ = factory.__doc__
+    return wrapper
+
+
+def _repeat(obj: Any, *times: Any) -> Iterator[Any]:
+    if times:
+        return itertools.repeat(obj, *times)
+    return _interruptible(itertools.repeat)(obj)
+
+
+def _overrides() -> dict[str, dict[str, Any]]:
+    from .policy import GuardedFormatter
+
+    return {
+        "string": {"Formatter": GuardedFormatter},
+        "itertools": {
+            "count": _interruptible(itertools.count),
+            "cycle": _interruptible(itertools.cycle),
+            "repeat": _repeat,
+        },
+    }
+
+
+_lock = threading.Lock()
+_proxies: dict[str, Any] = {}
+_by_module: dict[int, Any] = {}
+
+
+def module_proxy(name: str) -> Any:
+    """The proxy for allowlisted module ``name`` (built once, shared: it is immutable)."""
+    proxy = _proxies.get(name)
+    if proxy is not None:
+        return proxy
+    with _lock:
+        proxy = _proxies.get(name)
+        if proxy is None:
+            proxy = _build(name)
+            _proxies[name] = proxy
+        return proxy
+
+
+def _build(name: str) -> Any:
+    if name == "random":
+        return SESSION_RANDOM
+    real = importlib.import_module(name)
+    overrides = _overrides().get(name, {})
+    attrs: dict[str, Any] = {}
+    for attr in _ALLOWLISTS[name]:
+        if attr in overrides:
+            attrs[attr] = overrides[attr]
+        elif hasattr(real, attr):
+            value = getattr(real, attr)
+            if not isinstance(value, types.ModuleType):
+                attrs[attr] = value
+    return ModuleProxy(name, attrs, real)
+
+
+_DENIED: dict[str, ModuleProxy] = {}
+
+
+def proxy_for_module(module: types.ModuleType) -> Any:
+    """How sandboxed code sees a raw module object it got hold of: proxy, or an empty one."""
+    proxy = _by_module.get(id(module))
+    if proxy is not None:
+        return proxy
+    name = getattr(module, "__name__", None)
+    if isinstance(name, str) and name in _ALLOWLISTS:
+        import sys
+
+        if sys.modules.get(name) is module:
+            proxy = module_proxy(name)
+            with _lock:
+                _by_module[id(module)] = proxy
+            return proxy
+    label = name if isinstance(name, str) else "?"
+    with _lock:
+        denied = _DENIED.get(label)
+        if denied is None:
+            denied = ModuleProxy(label, {}, None)
+            _DENIED[label] = denied
+    return denied

@@ -1,0 +1,138 @@
+"""Output capture: a capped per-execution text sink and the two ways ``print`` reaches it.
+
+Nothing here swaps ``sys.stdout``: sandboxed ``print`` is rewritten at compile time to call one of
+these objects, which find the current execution's sink through a thread-local, so prints inside
+functions (even functions defined in earlier steps) land in the step that runs them.
+"""
+
+from __future__ import annotations
+
+import builtins
+from typing import Any
+
+from .context import LOCAL
+
+__all__ = ["CappedText", "PrintCollector", "print_collector_factory", "sandbox_print", "show"]
+
+_print = builtins.print
+
+
+class CappedText:
+    """Text written during one execution: the first ``limit`` characters kept, all counted.
+
+    That is all the truncation marker needs (the head and the total length), so a print flood
+    costs a counter increment, not memory.
+    """
+
+    __slots__ = ("_kept", "_limit", "_parts", "total")
+
+    def __init__(self, limit: int) -> None:
+        self._parts: list[str] = []
+        self._kept = 0
+        self._limit = limit
+        self.total = 0
+
+    def write(self, text: str) -> int:
+        """Append ``text`` (str only, as a text file would insist)."""
+        if not isinstance(text, str):
+            raise TypeError(f"write() argument must be str, not {type(text).__name__}")
+        n = len(text)
+        self.total += n
+        room = self._limit - self._kept
+        if room > 0:
+            piece = text if n <= room else text[:room]
+            self._parts.append(piece)
+            self._kept += len(piece)
+        return n
+
+    def flush(self) -> None:
+        """Nothing to flush; present because ``print(..., flush=True)`` calls it."""
+
+    def getvalue(self) -> str:
+        """The kept head (the whole text when ``total <= limit``)."""
+        return "".join(self._parts)
+
+    def extend(self, other: CappedText) -> None:
+        """Append another capped text; the head stays exact because each part kept its own head."""
+        self.total += other.total - len(other.getvalue())
+        self.write(other.getvalue())
+
+
+class _Discard:
+    """Where prints go when sandboxed code runs outside any execution (host calling it later)."""
+
+    def write(self, text: str) -> int:
+        return len(text)
+
+    def flush(self) -> None:
+        pass
+
+
+_DISCARD = _Discard()
+
+
+class _WriteAdapter:
+    __slots__ = ("write",)
+
+    def __init__(self, write: Any) -> None:
+        self.write = write
+
+    def flush(self) -> None:
+        pass
+
+
+def _target(file: Any) -> Any:
+    if file is None:
+        state = LOCAL.state
+        return state.sink if state is not None else _DISCARD
+    from .policy import checked_getattr  # late: policy imports this module
+
+    return _WriteAdapter(checked_getattr(file, "write"))
+
+
+def sandbox_print(
+    *objects: Any, sep: str | None = None, end: str | None = None, file: Any = None,
+    flush: bool = False,
+) -> None:
+    """``print`` for sandboxed code: the current execution's sink, or ``file.write`` if given."""
+    _print(*objects, sep=sep, end=end, file=_target(file))
+
+
+def show(value: Any) -> None:
+    """Display of the program's last expression: ``str(value)`` and a newline, nothing for None."""
+    if value is not None:
+        state = LOCAL.state
+        sink = state.sink if state is not None else _DISCARD
+        sink.write(str(value))
+        sink.write("\n")
+
+
+class PrintCollector:
+    """RestrictedPython's print collector, as 2fb46cc installs it (``_print`` in the namespace).
+
+    Kept only for the ``stale_print_collector`` / ``print_in_functions_lost`` quirks; its text is
+    capped like the sink so a flood cannot grow the namespace without bound.
+    """
+
+    def __init__(self, _getattr_: Any = None) -> None:
+        state = LOCAL.state
+        self.txt = CappedText(state.limit if state is not None else 0)
+
+    def write(self, text: str) -> None:
+        self.txt.write(text)
+
+    def __call__(self) -> str:
+        return self.txt.getvalue()
+
+    def _call_print(self, *objects: Any, **kwargs: Any) -> None:
+        file = kwargs.pop("file", None)
+        target = self if file is None else _target(file)
+        _print(*objects, file=target, **kwargs)
+
+    def __repr__(self) -> str:
+        return f"<PrintCollector: {self.txt.total} chars>"
+
+
+def print_collector_factory(_getattr_: Any = None) -> PrintCollector:
+    """``_print_``: what RestrictedPython's rewritten code calls to make a collector."""
+    return PrintCollector(_getattr_)

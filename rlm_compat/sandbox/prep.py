@@ -1,0 +1,510 @@
+"""From a model's response to restricted bytecode: fences, the transformer, compile-time limits.
+
+Steps, each driven by :class:`CompileOptions` (derived from the Profile once):
+
+1. :func:`extract` picks the code out of the response (every runnable fence in order, or 2fb46cc's
+   first-fence rule) and remembers where each line came from.
+2. :class:`SandboxTransformer` is RestrictedPython's transformer with the switches applied: it
+   refuses ``_`` names, ``exec``/``eval`` and unknown syntax, and rewrites attribute access,
+   writes and ``print`` into guard calls.
+3. :func:`_finish_tree` adds what must come after the policy check: the display of the last
+   expression, a deadline tick at the top of every ``except`` body, and size guards on ``**`` /
+   ``<<`` / risky ``*``.
+
+Compiled programs are cached by (source, options).
+"""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+import itertools
+import re
+import textwrap
+import threading
+from collections import OrderedDict
+from types import CodeType
+from typing import Any, ClassVar
+
+from RestrictedPython.transformer import (
+    FORBIDDEN_FUNC_NAMES,
+    RestrictingNodeTransformer,
+    copy_locations,
+)
+
+from ..profiles import Profile
+from .policy import BLOCKED_ATTRIBUTES
+
+__all__ = [
+    "CompileIssue",
+    "CompileOptions",
+    "Compiled",
+    "Program",
+    "compile_program",
+    "extract",
+    "user_line",
+]
+
+_RUN_TAGS = frozenset({"", "python", "py", "python3", "py3", "repl"})
+_OPEN = re.compile(r"^([ \t]{0,3})(`{3,}|~{3,})[ \t]*([^\s`]*)[^`]*$")
+_TRAILING_KEYWORDS = ("=", "import", "def", "class", "if", "for", "while", "with")
+
+_EXTRA_DUNDERS = frozenset({
+    "__len__", "__iter__", "__next__", "__getitem__", "__setitem__", "__delitem__", "__hash__",
+    "__bool__", "__call__", "__add__", "__sub__", "__mul__", "__truediv__", "__floordiv__",
+    "__mod__", "__neg__", "__radd__", "__rsub__", "__rmul__",
+})
+"""Special methods a sandboxed class may define beyond RestrictedPython's few (no __str__,
+__repr__, __del__, __getattr__, __exit__...: host code may call those after the deadline)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class CompileOptions:
+    """The compile-time reading of a Profile."""
+
+    first_fence_only: bool = False
+    module_print_collector: bool = False
+    function_print_collector: bool = False
+    rp_augassign: bool = False
+    rp_unpack: bool = False
+    rp_apply: bool = False
+    guarded_iteration: bool = False
+    rp_syntax_only: bool = False
+    trailing_line_heuristic: bool = False
+
+    @classmethod
+    def from_profile(cls, p: Profile) -> CompileOptions:
+        return cls(
+            first_fence_only=p.first_fence_only,
+            module_print_collector=p.stale_print_collector,
+            function_print_collector=p.print_in_functions_lost,
+            rp_augassign=p.no_inplace_guard,
+            rp_unpack=p.no_unpack_guard,
+            rp_apply=p.no_apply_guard,
+            guarded_iteration=p.guarded_iteration,
+            rp_syntax_only=p.rp_syntax_only,
+            trailing_line_heuristic=p.trailing_line_heuristic,
+        )
+
+
+# --- 1. extraction ------------------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class Program:
+    """The code to run and, per program line, ``(block number, line in block)`` (1-based)."""
+
+    source: str
+    line_map: tuple[tuple[int, int], ...]
+    blocks: int
+
+
+def extract(text: str, first_fence_only: bool) -> Program:
+    """The code in a response (see the module docstring for the two rules)."""
+    if first_fence_only:
+        code = _first_fence(text)
+        return Program(code, _identity_map(code), 1)
+    blocks = _fenced_blocks(text)
+    if blocks is None:
+        return Program(text, _identity_map(text), 1)
+    line_map: list[tuple[int, int]] = []
+    for number, block in enumerate(blocks, 1):
+        line_map.extend((number, i) for i in range(1, block.count("\n") + 2))
+    return Program("\n".join(blocks), tuple(line_map), len(blocks))
+
+
+def _identity_map(code: str) -> tuple[tuple[int, int], ...]:
+    return ()
+
+
+def _first_fence(text: str) -> str:
+    """2fb46cc's rule: the first ```` ```python ```` block, else the first fence of any kind with
+    its tag left in the code, else the whole text."""
+    tagged = "```python"
+    if tagged in text:
+        start = text.find(tagged) + len(tagged)
+        end = text.find("```", start)
+        if end != -1:
+            return text[start:end].strip()
+    if "```" in text:
+        start = text.find("```") + 3
+        end = text.find("```", start)
+        if end != -1:
+            return text[start:end].strip()
+    return text
+
+
+def _fenced_blocks(text: str) -> list[str] | None:
+    """Runnable fenced blocks in order; None when the text has no fence line at all."""
+    lines = text.split("\n")
+    blocks: list[str] = []
+    seen_fence = False
+    i = 0
+    while i < len(lines):
+        m = _OPEN.match(lines[i])
+        if not m:
+            i += 1
+            continue
+        seen_fence = True
+        indent, marker, tag = m.group(1), m.group(2), m.group(3).lower()
+        close = re.compile(rf"^[ \t]*{re.escape(marker[0])}{{{len(marker)},}}[ \t]*$")
+        body: list[str] = []
+        i += 1
+        while i < len(lines) and not close.match(lines[i]):
+            body.append(lines[i])
+            i += 1
+        i += 1
+        if tag in _RUN_TAGS:
+            block = "\n".join(body)
+            blocks.append(textwrap.dedent(block) if indent else block)
+    return blocks if seen_fence else None
+
+
+# --- 2. the transformer -------------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class CompileIssue:
+    """One compile-time refusal: ``kind`` is ``"syntax"`` or ``"policy"``."""
+
+    kind: str
+    line: int | None
+    message: str
+    upstream_text: str
+
+
+class SandboxTransformer(RestrictingNodeTransformer):
+    """RestrictedPython's policy, with 2fb46cc's gaps as switches and a faster fixed mode."""
+
+    def __init__(self, opts: CompileOptions) -> None:
+        super().__init__()
+        self.opts = opts
+        self.issues: list[CompileIssue] = []
+        self._collector_modes = [opts.module_print_collector]
+
+    def error(self, node: ast.AST, info: str) -> None:
+        super().error(node, info)
+        line = getattr(node, "lineno", None)
+        self.issues.append(CompileIssue("policy", line, info, self.errors[-1]))
+
+    def _collecting(self) -> bool:
+        return self._collector_modes[-1]
+
+    def check_name(self, node: Any, name: str | None, allow_magic_methods: bool = False) -> None:
+        if name is not None and not self.opts.rp_syntax_only:
+            if allow_magic_methods and name in _EXTRA_DUNDERS and node.col_offset != 0:
+                return
+            if name == "printed" and not self._collecting():
+                return
+        super().check_name(node, name, allow_magic_methods)
+
+    def visit_Name(self, node: ast.Name) -> Any:
+        if node.id in FORBIDDEN_FUNC_NAMES and not self._collecting():
+            if node.id == "print" and isinstance(node.ctx, ast.Load):
+                new = ast.Name("_rlm_print_", ast.Load())
+                copy_locations(new, node)
+                return new
+            if node.id == "printed":
+                return node
+        return super().visit_Name(node)
+
+    def visit_FunctionDef(self, node: ast.FunctionDef) -> Any:
+        self.check_name(node, node.name, allow_magic_methods=True)
+        self.check_function_argument_names(node)
+        collecting = self.opts.function_print_collector
+        self._collector_modes.append(collecting)
+        try:
+            with self.print_info.new_print_scope():
+                node = self.node_contents_visit(node)
+                if collecting:
+                    self.inject_print_collector(node)
+        finally:
+            self._collector_modes.pop()
+        return node
+
+    def visit_Attribute(self, node: ast.Attribute) -> Any:
+        if node.attr in BLOCKED_ATTRIBUTES and node.attr not in _RP_INSPECT:
+            self.error(node, f'"{node.attr}" is a restricted name in the sandbox.')
+        new = super().visit_Attribute(node)
+        if (
+            isinstance(new, ast.Call)
+            and node.attr in ("format", "format_map")
+            and isinstance(new.func, ast.Name)
+        ):
+            new.func.id = "_rlm_getattr_format_"
+        return new
+
+    def visit_Subscript(self, node: ast.Subscript) -> Any:
+        # Reads need no guard (``_getitem_`` would be plain ``obj[key]``); writes keep ``_write_``.
+        if isinstance(node.ctx, ast.Load):
+            return self.node_contents_visit(node)
+        return super().visit_Subscript(node)
+
+    def guard_iter(self, node: Any) -> Any:
+        if self.opts.guarded_iteration:
+            return super().guard_iter(node)
+        return self.node_contents_visit(node)
+
+    def visit_Call(self, node: ast.Call) -> Any:
+        if self.opts.rp_apply:
+            return super().visit_Call(node)
+        if isinstance(node.func, ast.Name) and node.func.id in ("exec", "eval"):
+            self.error(node, f"{node.func.id.capitalize()} calls are not allowed.")
+        return self.node_contents_visit(node)
+
+    def visit_Assign(self, node: ast.Assign) -> Any:
+        if self.opts.rp_unpack:
+            return super().visit_Assign(node)
+        return self.node_contents_visit(node)
+
+    def visit_With(self, node: ast.With) -> Any:
+        if self.opts.rp_unpack:
+            return super().visit_With(node)
+        return self.node_contents_visit(node)
+
+    def visit_AugAssign(self, node: ast.AugAssign) -> Any:
+        if self.opts.rp_augassign:
+            return super().visit_AugAssign(node)
+        # Native ``x += 1``; item and attribute targets go through ``_write_`` like assignments.
+        return self.node_contents_visit(node)
+
+    def visit_AnnAssign(self, node: ast.AnnAssign) -> Any:
+        if self.opts.rp_syntax_only:
+            return super().generic_visit(node)
+        new: ast.stmt
+        if node.value is None:
+            new = ast.Pass()
+            self.visit(node.target)
+        else:
+            new = ast.Assign(targets=[node.target], value=node.value)
+        copy_locations(new, node)
+        return self.visit(new) if isinstance(new, ast.Assign) else new
+
+    def visit_Nonlocal(self, node: ast.Nonlocal) -> Any:
+        if self.opts.rp_syntax_only:
+            return super().visit_Nonlocal(node)
+        return node
+
+
+_RP_INSPECT = frozenset(BLOCKED_ATTRIBUTES - {"mro"})
+
+
+# --- 3. finishing passes ------------------------------------------------------------------------
+
+
+def _call(name: str, args: list[ast.expr], like: ast.AST) -> ast.Call:
+    call = ast.Call(func=ast.Name(name, ast.Load()), args=args, keywords=[])
+    copy_locations(call, like)  # type: ignore[arg-type]
+    return call
+
+
+def _is_int_literal(node: ast.AST) -> bool:
+    if isinstance(node, ast.Constant):
+        return type(node.value) is int
+    if isinstance(node, ast.UnaryOp):
+        return _is_int_literal(node.operand)
+    if isinstance(node, ast.BinOp):
+        return _is_int_literal(node.left) and _is_int_literal(node.right)
+    return False
+
+
+def _risky_factor(node: ast.AST) -> bool:
+    """A ``*`` operand that may make the product huge: a sequence literal or a big int literal."""
+    if isinstance(node, (ast.List, ast.Tuple, ast.JoinedStr)):
+        return True
+    if isinstance(node, ast.Constant):
+        v = node.value
+        return isinstance(v, (str, bytes)) or (type(v) is int and abs(v) >= 1 << 16)
+    if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Pow, ast.LShift, ast.Mult)):
+        return _is_int_literal(node)
+    return False
+
+
+class _SizeGuards(ast.NodeTransformer):
+    """``**`` and ``<<`` always, ``*`` at risky sites, become size-checked guard calls."""
+
+    def visit_BinOp(self, node: ast.BinOp) -> Any:
+        risky_mul = isinstance(node.op, ast.Mult) and (
+            _risky_factor(node.left) or _risky_factor(node.right)
+        )
+        self.generic_visit(node)
+        guard = _guard_for(node.op, risky_mul)
+        if guard is None:
+            return node
+        return _call(guard, [node.left, node.right], node)
+
+    def visit_AugAssign(self, node: ast.AugAssign) -> Any:
+        risky_mul = isinstance(node.op, ast.Mult) and _risky_factor(node.value)
+        self.generic_visit(node)
+        guard = _guard_for(node.op, risky_mul)
+        if guard is None or not isinstance(node.target, ast.Name):
+            return node
+        load = ast.Name(node.target.id, ast.Load())
+        copy_locations(load, node.target)
+        new = ast.Assign(targets=[node.target], value=_call(guard, [load, node.value], node))
+        copy_locations(new, node)
+        return new
+
+
+def _guard_for(op: ast.operator, risky_mul: bool) -> str | None:
+    if isinstance(op, ast.Pow):
+        return "_rlm_pow_"
+    if isinstance(op, ast.LShift):
+        return "_rlm_lshift_"
+    if isinstance(op, ast.Mult) and risky_mul:
+        return "_rlm_mul_"
+    return None
+
+
+class _HandlerTicks(ast.NodeTransformer):
+    def visit_ExceptHandler(self, node: ast.ExceptHandler) -> Any:
+        self.generic_visit(node)
+        tick = ast.Expr(_call("_rlm_tick_", [], node))
+        copy_locations(tick, node)
+        node.body.insert(0, tick)
+        return node
+
+
+class _RenameGuards(ast.NodeTransformer):
+    """For 2fb46cc's second evaluation: a missing attribute raises, as a plain ``eval`` would."""
+
+    _MAP: ClassVar[dict[str, str]] = {
+        "_getattr_": "_rlm_getattr_strict_",
+        "_rlm_getattr_format_": "_rlm_getattr_format_strict_",
+    }
+
+    def visit_Name(self, node: ast.Name) -> Any:
+        if node.id in self._MAP:
+            node.id = self._MAP[node.id]
+        return node
+
+
+def _finish_tree(tree: ast.Module, opts: CompileOptions) -> ast.Module:
+    tree = _SizeGuards().visit(tree)
+    tree = _HandlerTicks().visit(tree)
+    if not opts.trailing_line_heuristic and tree.body:
+        last = tree.body[-1]
+        if isinstance(last, ast.Expr):
+            last.value = _call("_rlm_show_", [last.value], last.value)
+        first = tree.body[0]
+        if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant):
+            # A leading string would become the module docstring and put __doc__ into env.
+            guard = ast.Pass()
+            copy_locations(guard, first)
+            tree.body.insert(0, guard)
+    return ast.fix_missing_locations(tree)
+
+
+# --- compile + cache ----------------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class Compiled:
+    """A compiled program, or the reasons it was refused."""
+
+    code: CodeType | None
+    trailing: CodeType | None
+    issues: tuple[CompileIssue, ...]
+    filename: str
+
+
+_SYNTAX_TEMPLATE = "Line {lineno}: {type}: {msg} at statement: {statement!r}"
+
+_cache: OrderedDict[tuple[str, CompileOptions], Compiled] = OrderedDict()
+_cache_lock = threading.Lock()
+_CACHE_SIZE = 512
+_serial = itertools.count(1)
+
+
+def compile_program(source: str, opts: CompileOptions) -> Compiled:
+    """Compile ``source`` under ``opts`` (cached)."""
+    key = (source, opts)
+    with _cache_lock:
+        hit = _cache.get(key)
+        if hit is not None:
+            _cache.move_to_end(key)
+            return hit
+    compiled = _compile(source, opts)
+    with _cache_lock:
+        _cache[key] = compiled
+        if len(_cache) > _CACHE_SIZE:
+            _cache.popitem(last=False)
+    return compiled
+
+
+def _compile(source: str, opts: CompileOptions) -> Compiled:
+    filename = f"<rlm-repl-{next(_serial)}>"
+    try:
+        tree = ast.parse(source, filename, "exec")
+    except (SyntaxError, ValueError) as exc:
+        return Compiled(None, None, (_syntax_issue(exc),), filename)
+    transformer = SandboxTransformer(opts)
+    transformer.visit(tree)
+    if transformer.issues:
+        return Compiled(None, None, tuple(transformer.issues), filename)
+    tree = _finish_tree(tree, opts)
+    try:
+        code = compile(tree, filename, "exec", dont_inherit=True)
+    except (SyntaxError, ValueError) as exc:  # e.g. 'return' outside function
+        return Compiled(None, None, (_syntax_issue(exc),), filename)
+    trailing = _trailing_code(source, opts, filename) if opts.trailing_line_heuristic else None
+    return Compiled(code, trailing, (), filename)
+
+
+def _syntax_issue(exc: SyntaxError | ValueError) -> CompileIssue:
+    if isinstance(exc, SyntaxError):
+        text = _SYNTAX_TEMPLATE.format(
+            lineno=exc.lineno,
+            type=type(exc).__name__,
+            msg=exc.msg,
+            statement=exc.text.strip() if exc.text else None,
+        )
+        return CompileIssue("syntax", exc.lineno, f"{type(exc).__name__}: {exc.msg}", text)
+    return CompileIssue("syntax", None, f"ValueError: {exc}", f"Line None: ValueError: {exc}")
+
+
+def _trailing_code(source: str, opts: CompileOptions, filename: str) -> CodeType | None:
+    """2fb46cc's second evaluation of the last line, compiled restricted (never a plain eval).
+
+    Its rule, reproduced: the last line of the stripped code, when none of ``= import def class
+    if for while with`` occurs in it as a substring, is evaluated again as an expression and
+    shown; anything failing is silently skipped.
+    """
+    last = source.strip().split("\n")[-1].strip()
+    if not last or any(k in last for k in _TRAILING_KEYWORDS):
+        return None
+    try:
+        tree = ast.parse(last, filename, "eval")
+    except (SyntaxError, ValueError):
+        return None
+    if any(isinstance(n, ast.Name) and n.id in ("print", "printed") for n in ast.walk(tree)):
+        return None  # a plain eval could not resolve these names either
+    transformer = SandboxTransformer(opts)
+    transformer.visit(tree)
+    if transformer.issues:
+        return None
+    tree = _RenameGuards().visit(_SizeGuards().visit(tree))
+    try:
+        return compile(ast.fix_missing_locations(tree), filename, "eval", dont_inherit=True)
+    except (SyntaxError, ValueError):
+        return None
+
+
+def user_line(tb: Any, filename: str, line_map: tuple[tuple[int, int], ...], blocks: int) -> str:
+    """Where in the user's code a traceback last passed through this program ('' if nowhere)."""
+    line = None
+    while tb is not None:
+        if tb.tb_frame.f_code.co_filename == filename:
+            line = tb.tb_lineno
+        tb = tb.tb_next
+    return describe_line(line, line_map, blocks)
+
+
+def describe_line(line: int | None, line_map: tuple[tuple[int, int], ...], blocks: int) -> str:
+    """``line 3`` (or ``line 3 of code block 2`` when the response had several blocks)."""
+    if line is None:
+        return ""
+    if line_map and 0 < line <= len(line_map):
+        block, in_block = line_map[line - 1]
+        return f"line {in_block}" if blocks == 1 else f"line {in_block} of code block {block}"
+    return f"line {line}"

@@ -1,0 +1,52 @@
+"""Exceptions the sandbox raises inside sandboxed code.
+
+Each policy refusal is both a :class:`~rlm_compat.errors.REPLSecurityError` (so ``execute``
+reports it as one) and the built-in type code would expect (``AttributeError`` for a refused
+attribute, ``ImportError`` for a refused import...), so ``getattr(x, name, default)`` and
+``except ImportError`` keep working inside the sandbox.
+"""
+
+from __future__ import annotations
+
+from ..errors import REPLSecurityError
+
+__all__ = [
+    "ForbiddenAttributeError",
+    "ForbiddenImportError",
+    "ForbiddenWriteError",
+    "ResourceLimitError",
+    "SandboxViolation",
+    "TimeoutSignal",
+]
+
+
+class SandboxViolation(REPLSecurityError):
+    """Base of the refusals; ``display_name`` is what the model reads in the error text."""
+
+    display_name = "SecurityError"
+
+
+class ForbiddenAttributeError(SandboxViolation, AttributeError):
+    """An attribute (or module member) the policy does not expose."""
+
+    display_name = "AttributeError"
+
+
+class ForbiddenImportError(SandboxViolation, ImportError):
+    """An import outside the module allowlist."""
+
+    display_name = "ImportError"
+
+
+class ForbiddenWriteError(SandboxViolation, TypeError):
+    """An assignment to an object the sandbox must not modify (modules, classes, functions...)."""
+
+    display_name = "TypeError"
+
+
+class ResourceLimitError(MemoryError):
+    """A ``**`` / ``<<`` / ``*`` whose result would exceed the sandbox's size bound."""
+
+
+class TimeoutSignal(BaseException):
+    """Injected into the executing thread at the deadline; not catchable as ``Exception``."""
