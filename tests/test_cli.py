@@ -4,15 +4,17 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from rlm_compat import __version__
 from rlm_compat.cli import main
+from rlm_compat.loopback import ScriptedChatServer
 from rlm_compat.profiles import QUIRKS
 
-from .conftest import ServerFactory
+ServerFactory = Callable[..., ScriptedChatServer]
 
 
 def test_version_via_module() -> None:

@@ -4,14 +4,16 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import Callable
 from typing import Any
 
 import pytest
 
 from rlm_compat import RLM, ConfigurationError, LLMCallError, MaxDepthError, MaxIterationsError
+from rlm_compat.loopback import ScriptedChatServer
 from rlm_compat.prompts import build_system_prompt
 
-from .conftest import ServerFactory
+ServerFactory = Callable[..., ScriptedChatServer]
 
 MODEL = "openai/root-model"
 CHEAP = "openai/leaf-model"
