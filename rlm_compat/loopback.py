@@ -40,7 +40,7 @@ class ScriptedChatServer:
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), _make_handler(self))
         self._server.daemon_threads = True
         self._thread = threading.Thread(
-            target=self._server.serve_forever, name="scripted-chat-server", daemon=True
+            target=self._server.serve_forever, args=(0.05,), name="scripted-chat-server", daemon=True
         )
 
     @property
