@@ -10,16 +10,18 @@ from __future__ import annotations
 
 import math
 import random
+from types import ModuleType
 from typing import Any
 
 from .errors import ConfigurationError, REPLError, REPLSecurityError, REPLTimeoutError
 from .profiles import Profile, resolve_profile
 from .sandbox.context import LOCAL, ExecState
 from .sandbox.inline import Deadline, run_with_deadline
+from .sandbox.modules import proxy_for_module
 from .sandbox.output import CappedText, PrintCollector
 from .sandbox.policy import builtins_for
 from .sandbox.prep import Compiled, CompileOptions, Program, compile_program, extract, user_line
-from .sandbox.violations import SandboxViolation, TimeoutSignal
+from .sandbox.violations import MemorySignal, SandboxViolation, TimeoutSignal
 
 __all__ = ["REPLError", "REPLExecutor"]
 
@@ -43,7 +45,8 @@ class REPLExecutor:
     as ``recursive_llm`` does not count); ``None`` (stored as ``math.inf``) disables it.
     ``max_output_chars``: longer output is cut with upstream's marker. ``profile``: ``"fixed"`` (default, or
     ``$RLM_COMPAT_PROFILE``), ``"upstream"`` or a :class:`Profile`. ``isolation``: ``"inline"``
-    runs in the calling thread.
+    runs in the calling thread. ``memory_limit_mb``: an execution during which the process grows
+    by more than this is stopped (Linux; ``None`` disables).
     """
 
     def __init__(
@@ -53,6 +56,7 @@ class REPLExecutor:
         *,
         profile: str | Profile | None = None,
         isolation: str = "inline",
+        memory_limit_mb: int | None = 1024,
     ) -> None:
         if timeout is None:
             timeout = math.inf
@@ -82,7 +86,17 @@ class REPLExecutor:
                 "isolation='process' is not available yet; use isolation='inline' "
                 "(timeouts cannot interrupt a single long C call inline, see docs/repl.md)"
             )
+        if memory_limit_mb is not None and (
+            isinstance(memory_limit_mb, bool)
+            or not isinstance(memory_limit_mb, int)
+            or memory_limit_mb <= 0
+        ):
+            raise ConfigurationError(
+                f"memory_limit_mb must be a positive integer or None, not {memory_limit_mb!r}"
+            )
         self.timeout: float = timeout
+        self.memory_limit_mb = memory_limit_mb
+        self._memory_limit = None if memory_limit_mb is None else memory_limit_mb << 20
         self.max_output_chars = max_output_chars
         self.profile = resolve_profile(profile)
         self.isolation = isolation
@@ -93,7 +107,8 @@ class REPLExecutor:
     def __repr__(self) -> str:
         return (
             f"REPLExecutor(timeout={self.timeout!r}, max_output_chars={self.max_output_chars!r}, "
-            f"profile={self.profile.name!r}, isolation={self.isolation!r})"
+            f"profile={self.profile.name!r}, isolation={self.isolation!r}, "
+            f"memory_limit_mb={self.memory_limit_mb!r})"
         )
 
     # --- public -------------------------------------------------------------------------------
@@ -129,7 +144,11 @@ class REPLExecutor:
             raise self._compile_error(compiled, program)
 
         sink = CappedText(self.max_output_chars)
-        deadline = Deadline(self.timeout) if math.isfinite(self.timeout) else None
+        deadline = (
+            Deadline(self.timeout, self._memory_limit)
+            if math.isfinite(self.timeout) or self._memory_limit is not None
+            else None
+        )
         state = ExecState(sink, self.max_output_chars, env, self._random, deadline)
         if self.profile.separate_scopes:
             namespace: dict[str, Any] = {"__builtins__": self._builtins}
@@ -138,6 +157,7 @@ class REPLExecutor:
         saved = env.get("__builtins__", _ABSENT)
         previous = LOCAL.state
         LOCAL.state = state
+        swapped = _proxy_modules(env)
         try:
             if namespace is env:
                 env["__builtins__"] = self._builtins
@@ -146,13 +166,17 @@ class REPLExecutor:
             )
         finally:
             LOCAL.state = previous
+            for key, module, proxy in swapped:
+                if env.get(key) is proxy:
+                    env[key] = module
             if namespace is env:
                 if saved is _ABSENT:
                     env.pop("__builtins__", None)
                 else:
                     env["__builtins__"] = saved
         if signal is not None:
-            raise REPLTimeoutError(self._timeout_text(signal, compiled, program))
+            error_type = REPLError if isinstance(signal, MemorySignal) else REPLTimeoutError
+            raise error_type(self._timeout_text(signal, compiled, program))
         if isinstance(outcome, _Failure):
             raise outcome.error_type(outcome.text)
         assert outcome is not None
@@ -221,9 +245,14 @@ class REPLExecutor:
         return _Failure(error_type, f"Execution error: {text}" + (f" ({where})" if where else ""))
 
     def _timeout_text(self, signal: TimeoutSignal, compiled: Compiled, program: Program) -> str:
+        where = user_line(signal.__traceback__, compiled.filename, program.line_map, program.blocks)
+        if isinstance(signal, MemorySignal):
+            return (
+                f"Execution error: MemoryError: execution grew the process by more than "
+                f"{self.memory_limit_mb} MB and was stopped" + (f" ({where})" if where else "")
+            )
         if self.profile.upstream_error_text:
             return f"Execution error: Execution timed out after {self.timeout:g}s"
-        where = user_line(signal.__traceback__, compiled.filename, program.line_map, program.blocks)
         return (
             f"Execution error: TimeoutError: execution exceeded the {self.timeout:g} s timeout"
             + (f" ({where})" if where else "")
@@ -247,3 +276,18 @@ class REPLExecutor:
 
 
 _ABSENT = object()
+
+
+def _proxy_modules(env: dict[str, Any]) -> list[tuple[str, ModuleType, Any]]:
+    """Swap raw modules in ``env`` (the loop puts the real ``re`` there) for their proxies.
+
+    For the duration of the call only, so sandboxed code never holds a real module (not even as
+    ``alias = re``), while the caller finds its own objects back afterwards.
+    """
+    swapped = []
+    for key, value in env.items():
+        if type(value) is ModuleType:
+            swapped.append((key, value, proxy_for_module(value)))
+    for key, _, proxy in swapped:
+        env[key] = proxy
+    return swapped

@@ -10,8 +10,13 @@ Two races are closed with the per-execution lock: nothing is injected after the 
 finished (a pending injection is withdrawn under the lock), and nothing is injected while a host
 function runs (``recursive_llm`` may take minutes; that time does not count against the timeout).
 
+The same thread samples the process's resident memory every :data:`MEMORY_SAMPLE_INTERVAL`
+seconds while executions run; one whose process grew by more than its allowance since it
+started gets :class:`MemorySignal` the same way (``list(itertools.count())`` is stopped long
+before it takes the machine down).
+
 What this cannot interrupt: a single long-running C call (a catastrophic regex, a huge
-``sorted``); the injection lands when it returns.
+``sorted``, one enormous allocation); the injection lands when it returns.
 """
 
 from __future__ import annotations
@@ -19,29 +24,57 @@ from __future__ import annotations
 import ctypes
 import heapq
 import itertools
+import math
+import os
 import threading
 from collections.abc import Callable
 from time import monotonic
 from typing import TypeVar
 
 from .context import LOCAL
-from .violations import TimeoutSignal
+from .violations import MemorySignal, TimeoutSignal
 
-__all__ = ["REINJECT_INTERVAL", "Deadline", "deadline_tick", "run_with_deadline"]
+__all__ = [
+    "MEMORY_SAMPLE_INTERVAL",
+    "REINJECT_INTERVAL",
+    "Deadline",
+    "deadline_tick",
+    "resident_bytes",
+    "run_with_deadline",
+]
 
 REINJECT_INTERVAL = 0.1
 """Seconds between repeated injections once an execution is past its deadline."""
+
+MEMORY_SAMPLE_INTERVAL = 0.02
+"""Seconds between resident-memory samples while executions run."""
+
+try:
+    _STATM = os.open("/proc/self/statm", os.O_RDONLY)
+    _PAGE = os.sysconf("SC_PAGE_SIZE")
+except (OSError, ValueError, AttributeError):  # not Linux: no memory guard
+    _STATM = -1
+    _PAGE = 0
+
+
+def resident_bytes() -> int | None:
+    """This process's resident memory now (None where it cannot be read cheaply)."""
+    if _STATM < 0:
+        return None
+    try:
+        return int(os.pread(_STATM, 64, 0).split()[1]) * _PAGE
+    except (OSError, ValueError, IndexError):
+        return None
 
 _HOST_POLL = 0.05
 
 _set_async_exc = ctypes.pythonapi.PyThreadState_SetAsyncExc
 _set_async_exc.argtypes = (ctypes.c_ulong, ctypes.c_void_p)
 _set_async_exc.restype = ctypes.c_int
-_SIGNAL_ADDRESS = id(TimeoutSignal)
 
 
-def _inject(tid: int) -> None:
-    _set_async_exc(tid, _SIGNAL_ADDRESS)
+def _inject(tid: int, signal: type[TimeoutSignal]) -> None:
+    _set_async_exc(tid, id(signal))
 
 
 def _withdraw(tid: int) -> None:
@@ -51,9 +84,12 @@ def _withdraw(tid: int) -> None:
 class Deadline:
     """The timeout of one execution: when it ends, and whether a host call is pausing it."""
 
-    __slots__ = ("deadline", "fired", "host_since", "in_host", "lock", "running", "tid", "timeout")
+    __slots__ = (
+        "baseline", "deadline", "fired", "host_since", "in_host", "lock", "memory_limit",
+        "running", "stop", "tid", "timeout",
+    )
 
-    def __init__(self, timeout: float) -> None:
+    def __init__(self, timeout: float, memory_limit: int | None = None) -> None:
         self.timeout = timeout
         self.tid = threading.get_ident()
         self.deadline = monotonic() + timeout
@@ -62,16 +98,20 @@ class Deadline:
         self.in_host = 0
         self.host_since = 0.0
         self.fired = 0
+        self.stop: type[TimeoutSignal] | None = None
+        self.memory_limit = memory_limit
+        rss = resident_bytes() if memory_limit is not None else None
+        self.baseline = rss
 
     def enter_host(self) -> None:
         """A host function starts: pause the clock (or stop now if time is already up)."""
         with self.lock:
             if self.in_host == 0:
                 now = monotonic()
-                if now >= self.deadline:
+                if self.stop is not None or now >= self.deadline:
                     if self.fired:
                         _withdraw(self.tid)
-                    raise TimeoutSignal()
+                    raise (self.stop or TimeoutSignal)()
                 self.host_since = now
             self.in_host += 1
 
@@ -99,9 +139,24 @@ class Deadline:
                 return max(self.deadline, now + _HOST_POLL)
             if now < self.deadline:
                 return self.deadline
-            _inject(self.tid)
+            self.stop = self.stop or TimeoutSignal
+            _inject(self.tid, self.stop)
             self.fired += 1
             return now + REINJECT_INTERVAL
+
+    def _check_memory(self, rss: int) -> bool:
+        """Watchdog side: stop the execution if the process outgrew its allowance."""
+        if self.memory_limit is None or self.baseline is None:
+            return False
+        if rss - self.baseline <= self.memory_limit:
+            return False
+        with self.lock:
+            if not self.running or self.in_host:
+                return False
+            self.stop = MemorySignal
+            _inject(self.tid, MemorySignal)
+            self.fired += 1
+            return True
 
 
 class _Watchdog:
@@ -112,33 +167,52 @@ class _Watchdog:
         self._heap: list[tuple[float, int, Deadline]] = []
         self._seq = itertools.count()
         self._thread: threading.Thread | None = None
+        self._memory: set[Deadline] = set()
 
     def watch(self, d: Deadline) -> None:
         with self._cond:
-            heapq.heappush(self._heap, (d.deadline, next(self._seq), d))
+            if d.baseline is not None:
+                self._memory.add(d)
+            if math.isfinite(d.deadline):
+                heapq.heappush(self._heap, (d.deadline, next(self._seq), d))
             if self._thread is None or not self._thread.is_alive():
                 self._thread = threading.Thread(
                     target=self._run, name="rlm-compat-watchdog", daemon=True
                 )
                 self._thread.start()
-            elif self._heap[0][2] is d:
+            elif (d.baseline is not None and len(self._memory) == 1) or (
+                self._heap and self._heap[0][2] is d
+            ):
                 self._cond.notify()
 
     def _run(self) -> None:
+        next_sample = 0.0
         with self._cond:
             while True:
-                if not self._heap:
-                    self._cond.wait()
-                    continue
-                when, _, d = self._heap[0]
                 now = monotonic()
-                if when > now:
-                    self._cond.wait(when - now)
+                if self._memory and now >= next_sample:
+                    self._sample_memory()
+                    next_sample = now + MEMORY_SAMPLE_INTERVAL
+                wake = self._heap[0][0] if self._heap else math.inf
+                if self._memory:
+                    wake = min(wake, next_sample)
+                if wake > now:
+                    self._cond.wait(None if wake == math.inf else wake - now)
                     continue
-                heapq.heappop(self._heap)
+                if not self._heap or self._heap[0][0] > now:
+                    continue
+                _, _, d = heapq.heappop(self._heap)
                 again = d._due(now)
                 if again is not None:
                     heapq.heappush(self._heap, (again, next(self._seq), d))
+
+    def _sample_memory(self) -> None:
+        rss = resident_bytes()
+        for d in list(self._memory):
+            if not d.running:
+                self._memory.discard(d)
+            elif rss is not None:
+                d._check_memory(rss)
 
 
 _WATCHDOG = _Watchdog()
@@ -149,8 +223,8 @@ def deadline_tick() -> None:
     state = LOCAL.state
     if state is not None:
         d = state.deadline
-        if d is not None and d.in_host == 0 and monotonic() >= d.deadline:
-            raise TimeoutSignal()
+        if d is not None and d.in_host == 0 and (d.stop is not None or monotonic() >= d.deadline):
+            raise (d.stop or TimeoutSignal)()
 
 
 _T = TypeVar("_T")

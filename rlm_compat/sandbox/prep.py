@@ -356,12 +356,28 @@ def _guard_for(op: ast.operator, risky_mul: bool) -> str | None:
     return None
 
 
+def _tick(like: ast.AST) -> ast.stmt:
+    tick = ast.Expr(_call("_rlm_tick_", [], like))
+    copy_locations(tick, like)  # type: ignore[arg-type]
+    return tick
+
+
 class _HandlerTicks(ast.NodeTransformer):
+    """A deadline tick first in every ``except`` and ``finally`` body.
+
+    Those are the places that can swallow the injected timeout (``except BaseException: pass``,
+    ``finally: continue`` / ``return``); a tick raising there propagates instead.
+    """
+
     def visit_ExceptHandler(self, node: ast.ExceptHandler) -> Any:
         self.generic_visit(node)
-        tick = ast.Expr(_call("_rlm_tick_", [], node))
-        copy_locations(tick, node)
-        node.body.insert(0, tick)
+        node.body.insert(0, _tick(node))
+        return node
+
+    def visit_Try(self, node: ast.Try) -> Any:
+        self.generic_visit(node)
+        if node.finalbody:
+            node.finalbody.insert(0, _tick(node.finalbody[0]))
         return node
 
 

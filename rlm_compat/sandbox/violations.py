@@ -14,6 +14,7 @@ __all__ = [
     "ForbiddenAttributeError",
     "ForbiddenImportError",
     "ForbiddenWriteError",
+    "MemorySignal",
     "ResourceLimitError",
     "SandboxViolation",
     "TimeoutSignal",
@@ -50,3 +51,7 @@ class ResourceLimitError(MemoryError):
 
 class TimeoutSignal(BaseException):
     """Injected into the executing thread at the deadline; not catchable as ``Exception``."""
+
+
+class MemorySignal(TimeoutSignal):
+    """Injected when the process grew past the execution's memory allowance."""
