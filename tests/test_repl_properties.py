@@ -160,7 +160,7 @@ _EXPRS = {"int": _int_expr, "str": _str_expr, "list": _list_expr, "dict": _dict_
 
 def _target(draw: st.DrawFn, sc: _Scope, kind: str) -> str:
     """An existing name of ``kind`` or a new one (draw right-hand sides *before* targets)."""
-    if sc.names[kind] and draw(st.booleans()):
+    if len(sc.names[kind]) > 0 and draw(st.booleans()):
         return draw(st.sampled_from(sc.names[kind]))
     name = sc.fresh(kind)
     sc.add(kind, name)
