@@ -1,0 +1,260 @@
+"""Guards, builtins, imports and module proxies, in both profiles."""
+
+from __future__ import annotations
+
+import random
+import re
+import sys
+
+import pytest
+
+from rlm_compat.errors import REPLError, REPLSecurityError
+from rlm_compat.profiles import Profile
+from rlm_compat.repl import REPLExecutor
+from rlm_compat.sandbox.modules import ALLOWED_MODULES
+
+
+def outcome(code: str, profile: str = "fixed", env: dict | None = None) -> str:
+    try:
+        return REPLExecutor(profile=profile).execute(code, {} if env is None else env)
+    except REPLError as exc:
+        return str(exc)
+
+
+# (code, fixed output, upstream output or error)
+GUARD_CASES = [
+    ("inplace_name", "x = 1\nx += 2\nprint(x)", "3",
+     "Execution error: name '_inplacevar_' is not defined"),
+    ("inplace_list_alias", "a = [1]\nb = a\nb += [2]\nprint(a)", "[1, 2]",
+     "Execution error: name '_inplacevar_' is not defined"),
+    ("inplace_item", "d = {'k': 1}\nd['k'] += 1\nprint(d)", "{'k': 2}",
+     "Execution error: Compilation error: Line 2: Augmented assignment of object items and "
+     "slices is not allowed."),
+    ("unpack", "a, b = 1, 2\nprint(a + b)", "3",
+     "Execution error: name '_unpack_sequence_' is not defined"),
+    ("star_unpack", "a, *b = [1, 2, 3]\nprint(b)", "[2, 3]",
+     "Execution error: name '_unpack_sequence_' is not defined"),
+    ("nested_unpack", "(a, (b, c)), d = (1, (2, 3)), 4\nprint(a + b + c + d)", "10",
+     "Execution error: name '_unpack_sequence_' is not defined"),
+    ("for_unpack", "for k, v in {'a': 1}.items():\n    print(k, v)", "a 1", "a 1"),
+    ("item_write", "l = [1, 2]\nl[0] = 5\nprint(l)", "[5, 2]",
+     "Execution error: name '_write_' is not defined"),
+    ("slice_write", "l = [1, 2, 3]\nl[0:2] = [9]\nprint(l)", "[9, 3]",
+     "Execution error: name '_write_' is not defined"),
+    ("item_delete", "d = {'a': 1, 'b': 2}\ndel d['a']\nprint(d)", "{'b': 2}",
+     "Execution error: name '_write_' is not defined"),
+    ("slice_delete", "l = [1, 2, 3]\ndel l[1:]\nprint(l)", "[1]",
+     "Execution error: name '_write_' is not defined"),
+    ("counter_item", "c = Counter()\nc['w'] += 1\nprint(c['w'])", "1",
+     "Execution error: Compilation error: Line 2: Augmented assignment of object items and "
+     "slices is not allowed."),
+    ("class_with_methods",
+     "class Box:\n    def __init__(self, v):\n        self.v = v\n    def twice(self):\n"
+     "        return self.v * 2\nb = Box(4)\nb.v += 1\nprint(b.twice())", "10",
+     "Execution error: Compilation error: Line 7: Augmented assignment of attributes is not "
+     "allowed."),
+    ("class_dunders",
+     "class Bag:\n    def __init__(self):\n        self.items = []\n    def __len__(self):\n"
+     "        return len(self.items)\n    def __getitem__(self, i):\n        return self.items[i]\n"
+     "b = Bag()\nb.items.append(3)\nprint(len(b), b[0])", "1 3",
+     "Execution error: Compilation error: Line 4: \"__len__\" is an invalid variable name because "
+     "it starts with \"_\", Line 6: \"__getitem__\" is an invalid variable name because it "
+     "starts with \"_\""),
+    ("subclass_exception", "class Oops(ValueError):\n    pass\ntry:\n    raise Oops('x')\n"
+     "except ValueError as e:\n    print('caught', e)", "caught x",
+     "Execution error: name '__metaclass__' is not defined"),
+    ("getattr_builtin", "print(getattr('a', 'upper')(), getattr(1, 'nope', 'dflt'))", "A dflt",
+     "Execution error: name 'getattr' is not defined"),
+    ("hasattr_builtin", "print(hasattr('a', 'upper'), hasattr('a', 'nope'))", "True False",
+     "True False"),
+    ("setattr_user_object", "class A:\n    pass\na = A()\nsetattr(a, 'x', 3)\nprint(a.x)", "3",
+     "Execution error: name '__metaclass__' is not defined"),
+    ("exceptions", "try:\n    int('z')\nexcept ValueError as e:\n    print(type(e) is ValueError)",
+     "True", "True"),
+    ("fstring", "n = 3\nprint(f'{n:03d} {n!r} {\"x\"}')", "003 3 x", "003 3 x"),
+    ("walrus", "if (n := len('abcd')) > 3:\n    print(n)", "4", "4"),
+    ("format_positional", "print('{} and {}'.format(1, 'b'))", "1 and b",
+     "Execution error: Using the format*() methods of `str` is not safe"),
+    ("format_named", "print('{name}!'.format(name='x'))", "x!",
+     "Execution error: Using the format*() methods of `str` is not safe"),
+    ("format_spec", "print('{:.2f}|{:>4}'.format(3.14159, 'a'))", "3.14|   a",
+     "Execution error: Using the format*() methods of `str` is not safe"),
+    ("format_item_walk", "print('{0[k]}'.format({'k': 5}))", "5",
+     "Execution error: Using the format*() methods of `str` is not safe"),
+    ("format_map", "print('{a}-{b}'.format_map({'a': 1, 'b': 2}))", "1-2",
+     "Execution error: Using the format*() methods of `str` is not safe"),
+    ("star_call", "print(*[1, 2], sep='+')", "1+2",
+     "Execution error: name '_apply_' is not defined"),
+    ("kwargs_call", "def f(**kw):\n    return sorted(kw)\nprint(f(**{'a': 1}))", "['a']",
+     "Execution error: name '_apply_' is not defined"),
+    ("annotated_assign", "x: int = 3\nprint(x)", "3",
+     "Execution error: Compilation error: Line 1: AnnAssign statements are not allowed."),
+    ("nonlocal", "def f():\n    n = 1\n    def g():\n        nonlocal n\n        n = 2\n"
+     "    g()\n    return n\nprint(f())", "2",
+     "Execution error: Compilation error: Line 4: Nonlocal statements are not allowed."),
+    ("injected_names", "print(json.dumps([math.floor(2.5)]), datetime(2020, 1, 2).year, "
+     "timedelta(days=1).days, Counter('aab')['a'], defaultdict(int)['z'])",
+     "[2] 2020 1 2 0", "[2] 2020 1 2 0"),
+    ("missing_attribute", "print('a'.nope)",
+     "Execution error: AttributeError: 'str' object has no attribute 'nope' (line 1)", "None"),
+]
+
+
+@pytest.mark.parametrize(("name", "code", "fixed", "upstream"), GUARD_CASES,
+                         ids=[c[0] for c in GUARD_CASES])
+@pytest.mark.parametrize("profile", ["fixed", "upstream"])
+def test_guard(profile: str, name: str, code: str, fixed: str, upstream: str) -> None:
+    assert outcome(code, profile) == (fixed if profile == "fixed" else upstream)
+
+
+@pytest.mark.parametrize(
+    "code",
+    [
+        "'{0.__class__}'.format(1)",
+        "'{0.__class__.__mro__}'.format(1)",
+        "'{x.__class__}'.format_map({'x': 1})",
+        "str.format('{0.__globals__}', len)",
+        "import string\nstring.Formatter().format('{0.__class__}', 1)",
+        "'{0:{1.__class__}}'.format(1, 2)",
+        "import string\nstring.Formatter.mro()",
+    ],
+)
+def test_format_attribute_walks_are_refused(code: str) -> None:
+    with pytest.raises(REPLSecurityError):
+        REPLExecutor().execute(code, {})
+
+
+# --- imports ------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("module", ALLOWED_MODULES)
+def test_allowlisted_imports_work(module: str) -> None:
+    assert outcome(f"import {module}\nprint('ok')") == "ok"
+
+
+def test_required_modules_are_allowlisted() -> None:
+    required = {"re", "json", "math", "datetime", "collections", "itertools", "functools",
+                "statistics", "string", "textwrap"}
+    assert required <= set(ALLOWED_MODULES)
+
+
+@pytest.mark.parametrize("code", ["import os", "import sys", "from subprocess import run",
+                                  "import collections.abc", "import importlib"])
+def test_other_imports_name_the_allowlist(code: str) -> None:
+    with pytest.raises(REPLSecurityError) as info:
+        REPLExecutor().execute(code, {})
+    text = str(info.value)
+    assert text.startswith("Execution error: ImportError: ")
+    assert "json" in text and "collections" in text  # the allowed names are listed
+
+
+def test_from_import_of_a_hidden_member_names_what_is_available() -> None:
+    with pytest.raises(REPLSecurityError) as info:
+        REPLExecutor().execute("from json import decoder", {})
+    assert "cannot import name 'decoder'" in str(info.value) and "loads" in str(info.value)
+
+
+def test_from_import_and_aliases() -> None:
+    code = ("from collections import Counter as C, deque\nimport itertools as it\n"
+            "print(C('aa')['a'], list(it.islice(deque([1, 2, 3]), 2)))")
+    assert outcome(code) == "2 [1, 2]"
+
+
+def test_imports_refused_in_upstream() -> None:
+    assert outcome("import re", "upstream") == "Execution error: __import__ not found"
+
+
+# --- module proxies -----------------------------------------------------------------------------
+
+
+ESCAPES = [
+    "re.enum", "re.copyreg", "re.functools", "json.codecs", "json.decoder", "json.scanner",
+    "datetime.sys", "statistics.random", "statistics.sys", "textwrap.re", "functools.GenericAlias",
+    "collections.heapq", "string._re",
+]
+
+
+@pytest.mark.parametrize("path", ESCAPES)
+def test_module_walks_are_refused(path: str) -> None:
+    import importlib
+
+    module, attr = path.split(".")
+    assert hasattr(importlib.import_module(module), attr)  # the walk exists for real
+    if attr.startswith("_"):
+        code = f"import {module}\ngetattr({module}, '{attr}')"
+    else:
+        code = f"import {module}\n{module}.{attr}"
+    with pytest.raises(REPLSecurityError):
+        REPLExecutor().execute(code, {})
+
+
+@pytest.mark.parametrize("profile", ["fixed", "upstream"])
+def test_raw_module_from_env_is_seen_through_its_proxy(profile: str) -> None:
+    env: dict = {"re": re}
+    out = outcome("x = re.enum\nprint(x is None)", profile, env)
+    if profile == "fixed":
+        assert out == "Execution error: AttributeError: 're.enum' is not available in the sandbox (line 1)"
+    else:
+        assert out == "True"
+    assert outcome("print(re.sub('a', 'b', 'aa'))", profile, env) == "bb"
+
+
+def test_proxy_errors_do_not_carry_the_module() -> None:
+    code = "try:\n    re.nothing\nexcept AttributeError as e:\n    o = e.obj\nprint(o)"
+    out = outcome(code, env={"re": re})
+    assert "sandboxed" in out
+
+
+def test_modules_and_host_objects_are_read_only() -> None:
+    for code in ["re.compile = 1", "import math\nmath.pi = 3", "json.loads.x = 1",
+                 "Counter.most_common = 1", "setattr(Counter, 'x', 1)", "del json.dumps"]:
+        with pytest.raises(REPLSecurityError):
+            REPLExecutor().execute(code, {"re": re})
+    assert re.compile is not None and callable(re.compile)
+
+
+def test_random_is_per_session_and_never_the_global_generator() -> None:
+    state = random.getstate()
+    a, b = REPLExecutor(), REPLExecutor()
+    code = "import random\nrandom.seed(5)\nprint(random.random())"
+    assert a.execute(code, {}) == b.execute(code, {})
+    assert random.getstate() == state
+    up = REPLExecutor(profile="upstream")
+    assert up.execute("random.seed(5)\nprint(random.randint(1, 6))", {}) in list("123456")
+    assert random.getstate() == state
+
+
+def test_type_is_the_one_argument_form() -> None:
+    assert outcome("print(type(1) is int, isinstance(int, type), type(type(1)) is type)") == \
+        "True True True"
+    with pytest.raises(REPLError, match="takes one argument"):
+        REPLExecutor().execute("type('X', (), {})", {})
+    with pytest.raises(REPLSecurityError):
+        REPLExecutor().execute("class Meta(type):\n    pass", {})
+
+
+def test_dir_hides_private_names() -> None:
+    assert outcome("print(dir(re))", env={"re": re}).startswith("['A', 'ASCII'")
+    assert "__" not in outcome("print(dir('a'))")
+    assert outcome("x = 1\nprint(dir())", env={"context": ""}) == "['context', 'x']"
+
+
+def test_missing_attribute_switch() -> None:
+    ex = REPLExecutor(profile=Profile.fixed().replace(missing_attr_is_none=True))
+    assert ex.execute("print('a'.nope)", {}) == "None"
+
+
+def test_no_dangerous_builtins() -> None:
+    for name in ["open", "eval", "exec", "compile", "globals", "vars", "locals", "input",
+                 "breakpoint", "__import__", "memoryview", "SystemExit", "KeyboardInterrupt"]:
+        for profile in ["fixed", "upstream"]:
+            with pytest.raises(REPLError):
+                REPLExecutor(profile=profile).execute(f"{name}", {})
+
+
+@pytest.mark.skipif(sys.version_info < (3, 11), reason="itertools batched/other names vary")
+def test_endless_itertools_stop_at_the_timeout() -> None:
+    from rlm_compat.errors import REPLTimeoutError
+
+    with pytest.raises(REPLTimeoutError):
+        REPLExecutor(timeout=0.3).execute("import itertools\nlist(itertools.count())", {})
