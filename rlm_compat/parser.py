@@ -191,20 +191,41 @@ def user_variables(env: Mapping[str, Any]) -> list[str]:
 # --- fixed parser: scanning ----------------------------------------------------------------------
 
 _NOTHING = FinalResolution(None, None)
-_KINDS = ("FINAL", "FINAL_VAR")
 _PAIR = {")": "(", "]": "[", "}": "{"}
 _MAX_EXPR_CHARS = 10_000
 _MAX_LISTED = 30
+_MAX_FEEDBACK = 1000
 _STRING_PREFIXES = frozenset({"r", "u", "b", "br", "rb", "f", "fr", "rf", "t", "tr", "rt"})
 
-# Each pattern is one character class: a search is a single forward scan, never a backtrack.
-_CODE_SPECIAL = re.compile(r"[\"'#()\[\]{}\\\n]")
-_ARG_SPECIAL = re.compile(r"[^ \t\f\n]")
-_LINE_BODY = {'"': re.compile(r'["\\\n]'), "'": re.compile(r"['\\\n]")}
-_TRIPLE_BODY = {'"': re.compile(r'["\\]'), "'": re.compile(r"['\\]")}
-_WORD = re.compile(r"\w+")
+# The Python tokens that decide where a call ends: string literals, comments, runs of brackets,
+# newlines and backslash continuations. Every branch starts with a literal character (so a search
+# skips everything else at C speed), every repetition has branches starting with different
+# characters, and nothing after a repetition can fail: no match ever backtracks, the text is walked
+# once. The only capturing groups are the closing quotes, so ``lastindex is None`` on a string
+# token means it is unterminated: a one-line literal then stops before its newline, a
+# triple-quoted one at the end of the text.
+_TOKEN = re.compile(
+    r"""
+      \"\"\"(?:[^"\\]+|\\.|"(?!""))*(\"\"\")?
+    | \'\'\'(?:[^'\\]+|\\.|'(?!''))*(\'\'\')?
+    | "(?:[^"\\\n]+|\\.)*(")?
+    | '(?:[^'\\\n]+|\\.)*(')?
+    | \#[^\n]*
+    | \([(\[{]* | \[[(\[{]* | \{[(\[{]*
+    | \)[)\]}]* | \][)\]}]* | \}[)\]}]*
+    | \n
+    | \\\n
+    """,
+    re.VERBOSE | re.DOTALL,
+)
+# A prose line that matters: a directive at column 0, or a fence.
+_PROSE_EVENT = re.compile(r"^(?:(FINAL(?:_VAR)?)[ \t\f]*\(|[ \t\f]*(?:```|~~~))", re.MULTILINE)
+_DIRECTIVE = re.compile(r"(FINAL(?:_VAR)?)[ \t\f]*\(")
 _BLANK = re.compile(r"[ \t\f]*")
 _RUN = {"`": re.compile(r"`+"), "~": re.compile(r"~+")}
+_GAP_PART = re.compile(r"[ \t\f\n,]+|\w+|.", re.DOTALL)
+_FENCES = ("```", "~~~")
+_BLOCK_END = "end of block"
 
 
 @dataclass(frozen=True)
@@ -238,22 +259,9 @@ def _skip_blank(text: str, index: int) -> int:
     return index if found is None else found.end()
 
 
-def _directive_at(text: str, index: int) -> tuple[str, int] | None:
-    """``(kind, index of '(')`` when a FINAL / FINAL_VAR call starts exactly at ``index``."""
-    if not text.startswith("FINAL", index):
-        return None
-    word = _WORD.match(text, index)
-    if word is None or word.group() not in _KINDS:
-        return None
-    paren = _skip_blank(text, word.end())
-    if paren < len(text) and text[paren] == "(":
-        return word.group(), paren
-    return None
-
-
 def _fence_open(text: str, index: int) -> tuple[str, int] | None:
     """``(fence character, length)`` when a Markdown fence opens at ``index``."""
-    if not text.startswith(("```", "~~~"), index):
+    if not text.startswith(_FENCES, index):
         return None
     char = text[index]
     run = _RUN[char].match(text, index)
@@ -274,63 +282,28 @@ def _fence_close(text: str, index: int, char: str, length: int) -> bool:
     return rest == len(text) or text[rest] == "\n"
 
 
-def _string_end(text: str, quote_at: int) -> tuple[int, bool]:
-    """``(index after the literal, terminated)`` for the string opening at ``quote_at``.
-
-    Raw and plain literals tokenize alike (a backslash always protects the next character), so
-    prefixes do not matter here; ``ast`` applies them later. An unterminated one-line literal stops
-    at its newline, an unterminated triple-quoted one at the end of the text.
-    """
-    quote = text[quote_at]
-    if text.startswith(quote * 3, quote_at):
-        body = _TRIPLE_BODY[quote]
-        index = quote_at + 3
-        while (found := body.search(text, index)) is not None:
-            at = found.start()
-            if text[at] == "\\":
-                index = at + 2
-            elif text.startswith(quote * 3, at):
-                return at + 3, True
-            else:
-                index = at + 1
-        return len(text), False
-    body = _LINE_BODY[quote]
-    index = quote_at + 1
-    while (found := body.search(text, index)) is not None:
-        at = found.start()
-        char = text[at]
-        if char == "\\":
-            index = at + 2
-        elif char == "\n":
-            return at, False
-        else:
-            return at + 1, True
-    return len(text), False
-
-
 def _first_directive(text: str) -> _Hit | None:
     """The first complete directive, else the first unclosed one, else None (one forward pass)."""
-    size = len(text)
     index = 0
     unclosed: _Hit | None = None
-    while index < size:
-        start = _skip_blank(text, index)
-        fence = _fence_open(text, start)
-        if fence is not None:
-            hit, index = _scan_block(text, _next_line(text, start), *fence)
-            if hit is not None and hit.close is not None:
-                return hit
-            unclosed = unclosed or hit
-            continue
-        if start == index and (found := _directive_at(text, index)) is not None:
-            kind, paren = found
+    while (event := _PROSE_EVENT.search(text, index)) is not None:
+        kind = event.group(1)
+        if kind is None:
+            fence_at = event.end() - 3
+            fence = _fence_open(text, fence_at)
+            if fence is None:
+                index = _next_line(text, fence_at)
+                continue
+            hit, index = _scan_block(text, _next_line(text, fence_at), *fence)
+        else:
+            paren = event.end() - 1
             close, index = _close_in_prose(text, paren)
-            hit = _Hit(kind, start, paren, close, in_code=False)
-            if close is not None:
-                return hit
-            unclosed = unclosed or hit
-            continue
-        index = _next_line(text, index)
+            if close is None and unclosed is not None:
+                continue  # an earlier unclosed directive already gets the feedback
+            hit = _Hit(kind, event.start(), paren, close, in_code=False)
+        if hit is not None and hit.close is not None:
+            return hit
+        unclosed = unclosed or hit
     return unclosed
 
 
@@ -341,34 +314,22 @@ def _close_in_prose(text: str, paren: int) -> tuple[int | None, int]:
     directive unclosed, and the prose scan resumes after it.
     """
     stack = ["("]
-    index = paren + 1
-    while (found := _CODE_SPECIAL.search(text, index)) is not None:
-        at = found.start()
-        char = text[at]
-        if char in "\"'":
-            index, terminated = _string_end(text, at)
-            if not terminated:
-                return None, _next_line(text, index)
-        elif char == "#":
-            index = text.find("\n", at)
-            if index < 0:
-                break
-        elif char in "([{":
-            stack.append(char)
-            index = at + 1
+    for token in _TOKEN.finditer(text, paren + 1):
+        start = token.start()
+        char = text[start]
+        if char in "([{":
+            stack.extend(token.group())
         elif char in ")]}":
-            if stack[-1] != _PAIR[char]:
-                return None, _next_line(text, at)
-            stack.pop()
-            if not stack:
-                return at, at + 1
-            index = at + 1
-        elif char == "\\":
-            index = at + 2
-        else:
-            index = at + 1
-            if text.startswith(("```", "~~~"), _skip_blank(text, index)):
-                return None, index
+            for offset, closer in enumerate(token.group()):
+                if stack.pop() != _PAIR[closer]:
+                    return None, _next_line(text, start)
+                if not stack:
+                    return start + offset, start + offset + 1
+        elif char == "\n":
+            if text.startswith(_FENCES, _skip_blank(text, start + 1)):
+                return None, start + 1
+        elif char in "\"'" and token.lastindex is None:
+            return None, _next_line(text, token.end())
     return None, len(text)
 
 
@@ -376,64 +337,62 @@ def _scan_block(text: str, index: int, fence: str, length: int) -> tuple[_Hit | 
     """Lex a fenced block as Python: ``(first directive statement, index after the block)``.
 
     Lenient like an editor: an unterminated one-line string ends at its newline, a closer without a
-    matching opener is ignored, one with an opener deeper down closes everything above it.
+    matching opener is ignored, one with an opener deeper down closes everything above it. A
+    closing fence inside a triple-quoted string does not end the block.
     """
-    size = len(text)
     stack: list[str] = []
     opened = {"(": 0, "[": 0, "{": 0}
     pending: tuple[str, int, int] | None = None
-    base_indent: int | None = None
-    line_start = logical = True
-    while index <= size:
-        if line_start:
-            line_start = False
-            first = _skip_blank(text, index)
-            if _fence_close(text, first, fence, length):
-                return _pending_hit(pending, None), _next_line(text, first)
-            if logical and not stack and first < size and text[first] not in "#\n":
-                indent = first - index
-                base_indent = indent if base_indent is None else base_indent
-                found = _directive_at(text, first) if indent <= base_indent else None
-                if found is not None:
-                    pending = (found[0], first, found[1])
-                    stack.append("(")
-                    opened["("] += 1
-                    index = found[1] + 1
-                    continue
-            index = first
-        special = _CODE_SPECIAL.search(text, index)
-        if special is None:
-            break
-        at = special.start()
-        char = text[at]
-        if char == "\n":
-            index, line_start, logical = at + 1, True, not stack
-        elif char in "\"'":
-            index = _string_end(text, at)[0]
-        elif char == "#":
-            index = text.find("\n", at)
-            if index < 0:
-                break
+    base_indent: list[int] = []
+    line, line_pending, logical = index, True, True
+    for token in _TOKEN.finditer(text, index):
+        start = token.start()
+        if line_pending:
+            line_pending = False
+            found = _line_start(text, line, fence, length, logical and not stack, base_indent)
+            if found == _BLOCK_END:
+                return _pending_hit(pending, None), _next_line(text, line)
+            if isinstance(found, tuple):
+                pending = found
+        char = text[start]
+        if char == "\n" or char == "\\":
+            line, line_pending, logical = token.end(), True, char == "\n" and not stack
         elif char in "([{":
-            stack.append(char)
-            opened[char] += 1
-            index = at + 1
+            stack.extend(token.group())
+            for opener in opened:
+                opened[opener] += token.group().count(opener)
         elif char in ")]}":
-            index = at + 1
-            if not opened[_PAIR[char]]:
-                continue
-            while True:
-                top = stack.pop()
+            for offset, closer in enumerate(token.group()):
+                if not opened[_PAIR[closer]]:
+                    continue
+                while (top := stack.pop()) != _PAIR[closer]:
+                    opened[top] -= 1
                 opened[top] -= 1
-                if top == _PAIR[char]:
-                    break
-            if not stack and pending is not None:
-                return _pending_hit(pending, at), index
-        elif text.startswith("\n", at + 1):  # backslash continuation
-            index, line_start, logical = at + 2, True, False
-        else:
-            index = at + 1
-    return _pending_hit(pending, None), size
+                if not stack and pending is not None:
+                    return _pending_hit(pending, start + offset), start + offset + 1
+    if line_pending and _line_start(text, line, fence, length, False, base_indent) == _BLOCK_END:
+        return _pending_hit(pending, None), _next_line(text, line)
+    return _pending_hit(pending, None), len(text)
+
+
+def _line_start(
+    text: str, line: int, fence: str, length: int, logical: bool, base_indent: list[int]
+) -> str | tuple[str, int, int] | None:
+    """At a physical line start in a block: ``_BLOCK_END``; ``(kind, start, paren)`` when the line
+    is a top-level statement that starts with a directive; else None."""
+    first = _skip_blank(text, line)
+    if _fence_close(text, first, fence, length):
+        return _BLOCK_END
+    if not logical or first >= len(text) or text[first] in "#\n":
+        return None
+    if not base_indent:
+        base_indent.append(first - line)
+    if first - line > base_indent[0]:
+        return None
+    found = _DIRECTIVE.match(text, first)
+    if found is None:
+        return None
+    return found.group(1), first, found.end() - 1
 
 
 def _pending_hit(pending: tuple[str, int, int] | None, close: int | None) -> _Hit | None:
@@ -516,7 +475,7 @@ def _missing_message(shown: str, name: str, env: Mapping[str, Any]) -> str:
 
 
 def _feedback(message: str) -> FinalResolution:
-    return FinalResolution(None, message)
+    return FinalResolution(None, _short(message, _MAX_FEEDBACK))
 
 
 def _short(value: str, limit: int) -> str:
@@ -541,50 +500,76 @@ def _argument_shape(text: str, start: int, end: int) -> tuple[str, str]:
     any length; everything else is an expression and is only parsed when short.
     """
     strings = 0
-    names: list[str] = []
-    index = start
-    while (found := _ARG_SPECIAL.search(text, index, end)) is not None:
-        at = found.start()
-        char = text[at]
+    words: list[str] = []
+    position = start
+    for token in _TOKEN.finditer(text, start, end):
+        gap = _gap_words(text, position, token.start())
+        if gap is None:
+            return "expr", ""
+        position = token.end()
+        char = text[token.start()]
         if char in "\"'":
             strings += 1
-            index = _string_end(text, at)[0]
-        elif char == "#":
-            newline = text.find("\n", at, end)
-            index = end if newline < 0 else newline
-        elif char == "\\" and text.startswith("\n", at + 1):
-            index = at + 2
-        elif char == ",":
-            index = at + 1
-        elif (word := _WORD.match(text, at, end)) is not None:
-            index = word.end()
-            if index < end and text[index] in "\"'" and word.group().lower() in _STRING_PREFIXES:
-                if "f" in word.group().lower() or "t" in word.group().lower():
+            if gap and text.endswith(gap[-1], 0, token.start()):
+                prefix = gap.pop().lower()  # letters glued to the quote are the literal's prefix
+                if prefix not in _STRING_PREFIXES or "f" in prefix or "t" in prefix:
                     return "expr", ""
-                continue  # the literal itself is counted on the next turn
-            names.append(word.group())
-        else:
+        elif char in "([{)]}":
             return "expr", ""
-    if not names and strings:
+        words.extend(gap)
+    tail = _gap_words(text, position, end)
+    if tail is None:
+        return "expr", ""
+    words.extend(tail)
+    if not words and strings:
         return "strings", ""
-    if len(names) == 1 and not strings:
-        name = names[0]
-        if name.isidentifier() and not keyword.iskeyword(name):
-            return "name", name
+    if len(words) == 1 and not strings and words[0].isidentifier() and not keyword.iskeyword(words[0]):
+        return "name", words[0]
     return "expr", ""
+
+
+def _gap_words(text: str, start: int, end: int) -> list[str] | None:
+    """The words between two tokens, or None when something else (an operator, a dot) is there."""
+    words = []
+    for part in _GAP_PART.finditer(text, start, end):
+        piece = part.group()
+        if piece[0].isalnum() or piece[0] == "_":
+            words.append(piece)
+        elif piece.strip(" \t\f\n,"):
+            return None
+    return words
 
 
 def _parse_call(source: str) -> ast.Call | str:
     """The parsed call, or a short reason why Python rejects it."""
+    parked = _park_surrogates(source)
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # invalid escapes warn; the literal is still valid
-            tree = ast.parse(source, mode="eval")
+            tree = ast.parse(source if parked is None else parked, mode="eval")
     except SyntaxError as exc:
-        return exc.msg or "syntax error"
+        return _short(exc.msg or "syntax error", 120)
     except (ValueError, MemoryError, RecursionError) as exc:
         return type(exc).__name__
     body = tree.body
-    if isinstance(body, ast.Call) and isinstance(body.func, ast.Name):
-        return body
-    return "not a call"
+    if not (isinstance(body, ast.Call) and isinstance(body.func, ast.Name)):
+        return "not a call"
+    if parked is not None:
+        for node in ast.walk(body):
+            if isinstance(node, ast.Constant) and isinstance(node.value, str):
+                node.value = node.value.translate(_UNPARK)
+    return body
+
+
+# Lone surrogates (JSON can carry them) make the parser's UTF-8 step fail; they are parked in a
+# private-use plane for the parse and put back in the literal's value.
+_SURROGATE = re.compile("[\ud800-\udfff]")
+_PARKED = re.compile("[\U000f0000-\U000f07ff]")
+_PARK = {code: 0xF0000 + code - 0xD800 for code in range(0xD800, 0xE000)}
+_UNPARK = {parked: code for code, parked in _PARK.items()}
+
+
+def _park_surrogates(source: str) -> str | None:
+    if _SURROGATE.search(source) is None or _PARKED.search(source) is not None:
+        return None
+    return source.translate(_PARK)

@@ -26,13 +26,17 @@ envs = st.dictionaries(st.sampled_from(NAMES), env_values, max_size=5)
 
 
 def _python_value(literal: str) -> Any:
-    """What Python makes of a literal, or the exception type when it refuses it."""
+    """The argument's value when Python reads ``FINAL(<literal>)`` as a call with one constant."""
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            return ast.literal_eval(f"({literal}\n)")
+            call = ast.parse(f"FINAL({literal})", mode="eval").body
     except (SyntaxError, ValueError) as exc:
         return type(exc)
+    assert isinstance(call, ast.Call)
+    if len(call.args) == 1 and not call.keywords and isinstance(call.args[0], ast.Constant):
+        return call.args[0].value
+    return None
 
 
 @st.composite
@@ -201,6 +205,37 @@ def test_strings_comments_and_nested_statements_in_code_never_count(value: str) 
                  f"def f():\n    {directive}", f"if x: {directive}", f"y = 1; {directive}",
                  f"s = '''\n{directive}\n'''", f"x = [\n{directive}]"):
         assert resolve_final(f"```python\n{body}\n```", {"x": 1}) == FinalResolution(None, None)
+
+
+_CODE_LINES = [
+    "x = 1", 'FINAL("top")', "FINAL_VAR(x)", "FINAL (\n  'multi'\n)", "if x:\n    FINAL('in if')",
+    "def f():\n    FINAL('in def')", 's = """\nFINAL("in string")\n"""', "# FINAL('comment')",
+    "print(\"FINAL('p')\")", "y = [\n    1,\n]", "z = (1 +\n     2)", "x = 1; FINAL('after semicolon')",
+    "FINAL('a') if x else None", "FINAL_VAR('x').upper()", '"""doc\n```\n"""', "t = '''\n'''",
+    "w = {'k': (\n1)}", "v = 1 + \\\n    2", "FINAL(r'raw\\n')", "FINAL('#not a comment')",
+]
+
+
+@_MANY
+@given(st.lists(st.sampled_from(_CODE_LINES), max_size=7))
+def test_code_blocks_agree_with_pythons_parser(lines: list[str]) -> None:
+    """In valid code, the directive is the first top-level statement that starts with the call."""
+    code = "\n".join(lines)
+    tree = ast.parse(code)
+    expected = None
+    for statement in tree.body:
+        calls = [node for node in ast.walk(statement) if isinstance(node, ast.Call)
+                 and isinstance(node.func, ast.Name) and node.func.id in ("FINAL", "FINAL_VAR")
+                 and (node.lineno, node.col_offset) == (statement.lineno, 0)]
+        if calls:
+            expected = ast.get_source_segment(code, calls[0])
+            break
+    found = find_directive(f"```python\n{code}\n```\nFINAL('after the block')")
+    assert found is not None
+    if expected is None:
+        assert found.source == "FINAL('after the block')" and not found.in_code
+    else:
+        assert found.source == expected and found.in_code
 
 
 RULES = [
