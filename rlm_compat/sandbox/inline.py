@@ -26,6 +26,7 @@ import heapq
 import itertools
 import math
 import os
+import sys
 import threading
 from collections.abc import Callable
 from time import monotonic
@@ -39,6 +40,7 @@ __all__ = [
     "REINJECT_INTERVAL",
     "Deadline",
     "deadline_tick",
+    "generator_tick",
     "resident_bytes",
     "run_with_deadline",
 ]
@@ -225,6 +227,23 @@ def deadline_tick() -> None:
         d = state.deadline
         if d is not None and d.in_host == 0 and (d.stop is not None or monotonic() >= d.deadline):
             raise (d.stop or TimeoutSignal)()
+
+
+def generator_tick() -> None:
+    """The tick inside generator functions: also lets a generator being closed just stop.
+
+    A generator dropped outside any execution (the caller discards ``env``) or after its
+    deadline is closed by the garbage collector in whatever thread drops it; its ``finally``
+    body must not run there, so the tick ends it at once.
+    """
+    state = LOCAL.state
+    d = state.deadline if state is not None else None
+    late = d is not None and d.in_host == 0 and (d.stop is not None or monotonic() >= d.deadline)
+    if state is None or late:
+        if sys.exc_info()[0] is GeneratorExit:
+            raise GeneratorExit
+        if late:
+            raise (d.stop or TimeoutSignal)()  # type: ignore[union-attr]
 
 
 _T = TypeVar("_T")

@@ -482,7 +482,7 @@ def _injected() -> dict[str, Any]:
 @functools.cache
 def builtins_for(profile: Profile) -> dict[str, Any]:
     """The ``__builtins__`` mapping for ``profile``: built once, shared, never handed out."""
-    from .inline import deadline_tick
+    from .inline import deadline_tick, generator_tick
 
     b: dict[str, Any] = {name: getattr(builtins, name) for name in _UPSTREAM_NAMES}
     b.update({name: getattr(builtins, name) for name in _RP_EXCEPTIONS})
@@ -531,6 +531,7 @@ def builtins_for(profile: Profile) -> dict[str, Any]:
         _rlm_print_=sandbox_print,
         _rlm_show_=show,
         _rlm_tick_=deadline_tick,
+        _rlm_gtick_=generator_tick,
         _rlm_pow_=guarded_pow,
         _rlm_lshift_=guarded_lshift,
         _rlm_mul_=guarded_mul,

@@ -356,28 +356,60 @@ def _guard_for(op: ast.operator, risky_mul: bool) -> str | None:
     return None
 
 
-def _tick(like: ast.AST) -> ast.stmt:
-    tick = ast.Expr(_call("_rlm_tick_", [], like))
-    copy_locations(tick, like)  # type: ignore[arg-type]
-    return tick
+def _is_generator(fn: ast.FunctionDef) -> bool:
+    todo: list[ast.AST] = list(fn.body)
+    while todo:
+        node = todo.pop()
+        if isinstance(node, (ast.Yield, ast.YieldFrom)):
+            return True
+        if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
+            todo.extend(ast.iter_child_nodes(node))
+    return False
 
 
 class _HandlerTicks(ast.NodeTransformer):
     """A deadline tick first in every ``except`` and ``finally`` body.
 
     Those are the places that can swallow the injected timeout (``except BaseException: pass``,
-    ``finally: continue`` / ``return``); a tick raising there propagates instead.
+    ``finally: continue`` / ``return``); a tick raising there propagates instead. Inside
+    generator functions the tick also ends a generator being closed outside any execution (or
+    after its deadline), so its cleanup code cannot hang whoever drops the last reference.
     """
+
+    def __init__(self) -> None:
+        self._generator = [False]
+
+    def _tick(self, like: ast.AST) -> ast.stmt:
+        name = "_rlm_gtick_" if self._generator[-1] else "_rlm_tick_"
+        tick = ast.Expr(_call(name, [], like))
+        copy_locations(tick, like)  # type: ignore[arg-type]
+        return tick
+
+    def visit_FunctionDef(self, node: ast.FunctionDef) -> Any:
+        self._generator.append(_is_generator(node))
+        try:
+            self.generic_visit(node)
+        finally:
+            self._generator.pop()
+        return node
+
+    def visit_Lambda(self, node: ast.Lambda) -> Any:
+        self._generator.append(False)
+        try:
+            self.generic_visit(node)
+        finally:
+            self._generator.pop()
+        return node
 
     def visit_ExceptHandler(self, node: ast.ExceptHandler) -> Any:
         self.generic_visit(node)
-        node.body.insert(0, _tick(node))
+        node.body.insert(0, self._tick(node))
         return node
 
     def visit_Try(self, node: ast.Try) -> Any:
         self.generic_visit(node)
         if node.finalbody:
-            node.finalbody.insert(0, _tick(node.finalbody[0]))
+            node.finalbody.insert(0, self._tick(node.finalbody[0]))
         return node
 
 
