@@ -22,6 +22,7 @@ import platform
 import re
 import threading
 import unittest.mock
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -29,7 +30,7 @@ from typing import Any, Protocol
 
 from ..errors import ConfigurationError
 from . import values
-from .driver import ScriptedModel, assemble_loop, encode_env, error_of
+from .driver import ScriptedModel, assemble_loop, assemble_repl, error_of, run_executor_case
 from .protocol import DriverProcess
 
 __all__ = [
@@ -109,18 +110,14 @@ class ProfileAdapter:
     def _repl(self, case: dict[str, Any]) -> _RESULT:
         from ..repl import REPLExecutor
 
-        executor = REPLExecutor(**case.get("options", {}), profile=self._profile)
-        env = values.decode(case.get("env", {}))
-        steps = []
-        for code in case["steps"]:
-            step: dict[str, Any]
-            try:
-                step = {"output": values.normalize_text(executor.execute(code, env))}
-            except Exception as exc:
-                step = {"error": error_of(exc)}
-            step["env"] = encode_env(env)
-            steps.append(step)
-        return {"result": {"steps": steps}}
+        def factory(**options: Any) -> REPLExecutor:
+            return REPLExecutor(**options, profile=self._profile)
+
+        events: list[dict[str, Any]] = []
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", SyntaxWarning)  # upstream's go to an unread stderr
+            run_executor_case(factory, case, events.append)
+        return {"result": assemble_repl(events, None)}
 
     def _parser(self, case: dict[str, Any]) -> dict[str, Any]:
         from .. import parser
@@ -318,7 +315,7 @@ def make_adapter(
             )
         return DriverAdapter(
             name, "ysz", python, paths=[str(checkout / "src")], label="2fb46cc",
-            kinds=frozenset({"repl", "parser", "loop"}), step_limit=step_limit,
+            kinds=frozenset({"repl", "parser", "loop"}), step_limit=step_limit, gated=True,
         )
     if name == "recursive-llm-0.5.0":
         return DriverAdapter(

@@ -147,6 +147,30 @@ class ScriptedModel:
             return _fake_response(self._replies[number - 1])
 
 
+def run_executor_case(factory: Callable[..., Any], case: dict[str, Any], emit: Emit) -> None:
+    """A REPL case through an upstream-shaped executor: ``factory(**options).execute(code, env)``.
+
+    Shared by the driver (upstream, recursive-llm 0.5.0) and rlm_compat's in-process adapter, so
+    every implementation's steps are recorded by the same code.
+    """
+    env = values.decode(case.get("env", {}))
+    try:
+        executor = factory(**case.get("options", {}))
+    except Exception as exc:  # an implementation may refuse an option upstream accepts
+        emit({"step": {"error": error_of(exc), "env": encode_env(env)}})
+        return
+    for code in case["steps"]:
+        step: Event
+        try:
+            step = {"output": values.normalize_text(executor.execute(code, env))}
+        except KeyboardInterrupt:
+            raise
+        except BaseException as exc:  # recorded, whatever the implementation lets escape
+            step = {"error": error_of(exc)}
+        step["env"] = encode_env(env)
+        emit({"step": step})
+
+
 # --- backends -----------------------------------------------------------------------------------
 
 
@@ -195,16 +219,7 @@ class _ExecutorBackend(Backend):
         self.parser_module = importlib.import_module("rlm.parser")
 
     def repl(self, case: dict[str, Any], emit: Emit) -> None:
-        executor = self.repl_module.REPLExecutor(**case.get("options", {}))
-        env = values.decode(case.get("env", {}))
-        for code in case["steps"]:
-            step: Event
-            try:
-                step = {"output": values.normalize_text(executor.execute(code, env))}
-            except BaseException as exc:  # recorded, whatever the implementation lets escape
-                step = {"error": error_of(exc)}
-            step["env"] = encode_env(env)
-            emit({"step": step})
+        run_executor_case(self.repl_module.REPLExecutor, case, emit)
 
     def parser(self, case: dict[str, Any]) -> dict[str, Any]:
         p = self.parser_module
