@@ -13,7 +13,9 @@ Conventions used by the snippets:
 * ``RLM_COMPAT_ESCAPED`` in ``os.environ`` and files named ``PWNED*`` in the working directory are the
   side effects an escaping snippet produces; the host snapshot diff catches them.
 * ``helper`` (a plain host function whose globals hold the host secret) and ``hosted`` (the same
-  function wrapped as a host call) are in ``env``, as the RLM loop puts ``recursive_llm`` there;
+  function wrapped as a host call) are in ``env``, as the RLM loop puts ``recursive_llm`` there.
+  Like a real host function it looks at its argument (``bool``, ``len``) and reads an option from a
+  host configuration object holding the secret (``helper(text, option)``);
   ``re`` is the raw module, as upstream's loop and tests put it there.
 
 ``expect`` says what a correct sandbox must do in *every* profile: ``refused`` = execute raises a
@@ -354,6 +356,10 @@ CORPUS: tuple[EscapeCase, ...] = (
        "f = lambda: 0\nc = getattr(f, '__code__')\nESCAPED = c.replace(co_names=('os',))"),
     _c("hostcall_wrapped", "closure_generator", "the host-call wrapper's wrapped function",
        "ESCAPED = getattr(hosted, '__wrapped__')"),
+    _c("hostcall_attribute_error_obj", "exception_carrier",
+       "a host function fails with an AttributeError on a host object: read it from e.obj",
+       "try:\n    hosted('x', 'missing_option')\nexcept AttributeError as e:\n    cfg = e.obj\n"
+       "    ESCAPED = cfg.api_key\nprint(ESCAPED)"),
     # ---------------------------------------------------------------- guard names
     _c("guard_getattr_name", "guard_names", "read _getattr_ and swap it for the real getattr",
        "g = _getattr_\n_getattr_ = None\nESCAPED = g"),
@@ -427,6 +433,32 @@ CORPUS: tuple[EscapeCase, ...] = (
        "a __del__ that never returns, run when the host drops the env after the call",
        _SPIN + "T = type('T', (), {'__del__': spin})\nt = T()\nu = [T() for _ in range(3)]",
        "contained", bound="gc"),
+    _c("generator_finally_spin", "resource_bomb",
+       "a suspended generator whose finally never ends: it runs when the host drops the env",
+       "def g():\n    try:\n        yield 1\n    finally:\n        while True:\n            pass\n"
+       "it = g()\nnext(it)\ndone = 1", "contained", bound="gc"),
+    _c("generator_except_spin", "resource_bomb",
+       "the same through `except GeneratorExit:` and a loop after it",
+       "def g():\n    while True:\n        try:\n            yield 1\n        except GeneratorExit:\n"
+       "            while True:\n                pass\nits = [g() for _ in range(2)]\nfor i in its:\n    next(i)\ndone = 1",
+       "contained", bound="gc"),
+    _c("hostile_dunders_host_side", "resource_bomb",
+       "objects whose allowed special methods never return; the host then str()s, repr()s and drops them",
+       "class Spin(list):\n    def __len__(self):\n        while True:\n            pass\n"
+       "    def __iter__(self):\n        while True:\n            pass\n"
+       "    def __hash__(self):\n        while True:\n            pass\n"
+       "    def __bool__(self):\n        while True:\n            pass\n"
+       "class Obj:\n    def __len__(self):\n        while True:\n            pass\n"
+       "    def __getitem__(self, i):\n        while True:\n            pass\n"
+       "a = Spin([1, 2])\nb = Obj()\nc = {'k': [a, b]}", "contained", bound="gc"),
+    _c("hostcall_bool_spin", "resource_bomb",
+       "pass a host function an object whose __bool__ never returns (the clock is paused in host calls)",
+       "class B:\n    def __bool__(self):\n        while True:\n            pass\nhosted(B())",
+       bound="prompt"),
+    _c("hostcall_len_spin", "resource_bomb",
+       "the same with a list subclass whose __len__ never returns",
+       "class L(list):\n    def __len__(self):\n        while True:\n            pass\nhosted(L([1]))",
+       bound="prompt"),
     _c("regex_backtracking", "resource_bomb", "catastrophic regex backtracking (one C call)",
        "m = re.match(r'(a+)+$', 'a' * 40 + 'b')", bound="process"),
     _c("c_loop_sum_range", "resource_bomb", "sum(range(10**12)): one C loop, no bytecode",

@@ -97,9 +97,19 @@ _DANGEROUS_TYPE_MODULES = frozenset({
 })
 
 
-def _host_helper(text: str = "") -> str:
-    """A host function in env (as the loop's ``recursive_llm`` is); its globals hold the secret."""
-    return f"helper:{text}"
+_HOST_CONFIG = types.SimpleNamespace(api_key=_HOST_SECRET, model="test-model")
+
+
+def _host_helper(text: Any = "", option: str | None = None) -> str:
+    """A host function in env (as the loop's ``recursive_llm`` is); its globals hold the secret.
+
+    Like a real host function it inspects its argument and reads host configuration, so hostile
+    arguments and host-side exceptions are exercised.
+    """
+    size = len(text) if text else 0
+    if option is not None:
+        return str(getattr(_HOST_CONFIG, option))
+    return f"helper:{size}"
 
 
 def make_env() -> dict[str, Any]:
@@ -507,6 +517,9 @@ def run_case(case: EscapeCase, profile: str, *, timeout: float, isolation: str =
     del value
     if case.bound == "gc":
         started = time.perf_counter()
+        for value in list(env.values()):  # what a host does with results: FINAL_VAR is str(env[x])
+            str(value)
+            repr(value)
         env.clear()
         gc.collect()
         report.gc_elapsed = time.perf_counter() - started
