@@ -116,7 +116,7 @@ class ProfileAdapter:
         events: list[dict[str, Any]] = []
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", SyntaxWarning)  # upstream's go to an unread stderr
-            run_executor_case(factory, case, events.append)
+            run_executor_case(factory, case, events.append, isa=True)
         return {"result": assemble_repl(events, None)}
 
     def _parser(self, case: dict[str, Any]) -> dict[str, Any]:
@@ -166,7 +166,7 @@ class ProfileAdapter:
                     answer = method(*args, **call_kwargs)
                 end["answer"] = values.encode(answer)
             except Exception as exc:
-                end["error"] = error_of(exc)
+                end["error"] = error_of(exc, isa=True)
         if rlm is not None:
             end["stats"] = values.encode(rlm.stats)
         events.append({"end": end})

@@ -70,8 +70,16 @@ else:  # run as a script (or re-imported by a multiprocessing spawn child)
     values = _load_values()
 
 
-def error_of(exc: BaseException) -> dict[str, str]:
-    return {"type": type(exc).__name__, "message": values.normalize_text(str(exc))}
+def error_of(exc: BaseException, *, isa: bool = False) -> dict[str, Any]:
+    """An exception as recorded: type name and message (addresses normalised).
+
+    With ``isa``, also the names of every class in its MRO, so a comparison can accept a subclass
+    of the recorded type (code that catches upstream's class still catches it).
+    """
+    out: dict[str, Any] = {"type": type(exc).__name__, "message": values.normalize_text(str(exc))}
+    if isa:
+        out["isa"] = [cls.__name__ for cls in type(exc).__mro__]
+    return out
 
 
 def encode_env(env: dict[str, Any]) -> dict[str, Any]:
@@ -147,7 +155,9 @@ class ScriptedModel:
             return _fake_response(self._replies[number - 1])
 
 
-def run_executor_case(factory: Callable[..., Any], case: dict[str, Any], emit: Emit) -> None:
+def run_executor_case(
+    factory: Callable[..., Any], case: dict[str, Any], emit: Emit, *, isa: bool = False
+) -> None:
     """A REPL case through an upstream-shaped executor: ``factory(**options).execute(code, env)``.
 
     Shared by the driver (upstream, recursive-llm 0.5.0) and rlm_compat's in-process adapter, so
@@ -157,7 +167,7 @@ def run_executor_case(factory: Callable[..., Any], case: dict[str, Any], emit: E
     try:
         executor = factory(**case.get("options", {}))
     except Exception as exc:  # an implementation may refuse an option upstream accepts
-        emit({"step": {"error": error_of(exc), "env": encode_env(env)}})
+        emit({"step": {"error": error_of(exc, isa=isa), "env": encode_env(env)}})
         return
     for code in case["steps"]:
         step: Event
@@ -166,7 +176,7 @@ def run_executor_case(factory: Callable[..., Any], case: dict[str, Any], emit: E
         except KeyboardInterrupt:
             raise
         except BaseException as exc:  # recorded, whatever the implementation lets escape
-            step = {"error": error_of(exc)}
+            step = {"error": error_of(exc, isa=isa)}
         step["env"] = encode_env(env)
         emit({"step": step})
 
