@@ -258,3 +258,47 @@ def test_endless_itertools_stop_at_the_timeout() -> None:
 
     with pytest.raises(REPLTimeoutError):
         REPLExecutor(timeout=0.3).execute("import itertools\nlist(itertools.count())", {})
+
+
+def test_no_shared_mutable_state_or_module_behind_exposed_names() -> None:
+    """Walk public attributes of every exposed module and class: no module, no shared container.
+
+    Method calls (``.clear()``, ``.update()``) need no write guard, so a host-wide dict reachable
+    this way would let one session change another's (or the host's) behaviour.
+    """
+    import collections
+    import types
+
+    from rlm_compat.sandbox.modules import module_proxy
+    from rlm_compat.sandbox.policy import builtins_for
+
+    mutable = (dict, list, set, bytearray, collections.deque)
+    seen: set[int] = set()
+    found: list[str] = []
+
+    def walk(obj: object, path: str, depth: int) -> None:
+        if id(obj) in seen or depth > 3:
+            return
+        seen.add(id(obj))
+        for name in dir(obj):
+            if name.startswith("_") or name == "mro":
+                continue
+            try:
+                value = getattr(obj, name)
+            except Exception:
+                continue
+            if isinstance(value, types.ModuleType):
+                found.append(f"{path}.{name}: module")
+            elif isinstance(value, mutable) and not isinstance(value, type):
+                found.append(f"{path}.{name}: {type(value).__name__}")
+            if isinstance(value, type) or type(value).__name__ == "ModuleProxy":
+                walk(value, f"{path}.{name}", depth + 1)
+
+    for module in ALLOWED_MODULES:
+        if module != "random":
+            walk(module_proxy(module), module, 0)
+    for profile in (Profile.fixed(), Profile.upstream()):
+        for name, value in builtins_for(profile).items():
+            if not name.startswith("_") and isinstance(value, type):
+                walk(value, name, 0)
+    assert found == []

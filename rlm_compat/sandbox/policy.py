@@ -22,7 +22,12 @@ import weakref
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from RestrictedPython.Guards import guarded_iter_unpack_sequence, guarded_unpack_sequence
+from RestrictedPython.Guards import (
+    guarded_delattr,
+    guarded_iter_unpack_sequence,
+    guarded_setattr,
+    guarded_unpack_sequence,
+)
 from RestrictedPython.transformer import INSPECT_ATTRIBUTES
 from RestrictedPython.Utilities import reorder, same_type, test
 
@@ -262,7 +267,8 @@ def write_guard(ob: Any) -> Any:
             return ob
     elif isinstance(ob, _ITEM_WRITABLE):
         return ob
-    raise ForbiddenWriteError(f"cannot modify {t.__name__!r} objects in the sandbox")
+    kind = "module" if isinstance(ob, _PROXY_TYPES) else t.__name__
+    raise ForbiddenWriteError(f"cannot modify {kind!r} objects in the sandbox")
 
 
 def safe_setattr(obj: Any, name: Any, value: Any) -> None:
@@ -536,7 +542,10 @@ def builtins_for(profile: Profile) -> dict[str, Any]:
         _rlm_lshift_=guarded_lshift,
         _rlm_mul_=guarded_mul,
     )
-    if not profile.no_write_guard:
+    if profile.no_write_guard:
+        # 2fb46cc's setattr/delattr: RestrictedPython's full_write_guard (dict and list only).
+        b.update(setattr=guarded_setattr, delattr=guarded_delattr)
+    else:
         b["_write_"] = write_guard
     if not profile.no_unpack_guard:
         b["_unpack_sequence_"] = guarded_unpack_sequence
