@@ -8,6 +8,7 @@ The machinery lives in :mod:`rlm_compat.sandbox`; this module only orchestrates 
 
 from __future__ import annotations
 
+import dis
 import math
 import random
 from types import ModuleType
@@ -197,9 +198,11 @@ class REPLExecutor:
             exec(code, namespace, env)
         except TimeoutSignal:
             raise
-        except (KeyboardInterrupt, SystemExit):
-            raise
-        except BaseException as exc:
+        except (KeyboardInterrupt, SystemExit) as exc:
+            if not _raised_by_sandbox(exc):
+                raise  # a real interrupt from outside
+            return self._failure(exc, compiled, program)
+        except BaseException as exc:  # everything the code raised is reported
             return self._failure(exc, compiled, program)
         collector = env.get("_print") if self.profile.stale_print_collector else None
         if isinstance(collector, PrintCollector):
@@ -264,18 +267,40 @@ class REPLExecutor:
         error_type = REPLSecurityError if policy else REPLError
         if self.profile.upstream_error_text:
             joined = ", ".join(i.upstream_text for i in issues)
+            if issues[0].kind == "late-syntax":
+                return error_type(f"Execution error: {joined}")
             return error_type(f"Execution error: Compilation error: {joined}")
         from .sandbox.prep import describe_line
 
         parts = []
         for issue in issues:
-            text = issue.message if issue.kind == "syntax" else f"SecurityError: {issue.message}"
+            text = issue.message if issue.kind != "policy" else f"SecurityError: {issue.message}"
             where = describe_line(issue.line, program.line_map, program.blocks)
             parts.append(text + (f" ({where})" if where else ""))
         return error_type("Execution error: " + "; ".join(parts))
 
 
 _ABSENT = object()
+
+
+_RAISE_OPCODES = frozenset(dis.opmap[n] for n in ("RAISE_VARARGS", "RERAISE") if n in dis.opmap)
+
+
+def _raised_by_sandbox(exc: BaseException) -> bool:
+    """Whether sandboxed code raised ``exc`` with a ``raise`` statement (not a real signal).
+
+    A signal-raised KeyboardInterrupt lands where the interpreter checks for signals (loop
+    back-edges, calls), never on a ``raise`` instruction.
+    """
+    tb = exc.__traceback__
+    if tb is None:
+        return False
+    while tb.tb_next is not None:
+        tb = tb.tb_next
+    code = tb.tb_frame.f_code
+    if not code.co_filename.startswith("<rlm-repl-"):
+        return False
+    return 0 <= tb.tb_lasti < len(code.co_code) and code.co_code[tb.tb_lasti] in _RAISE_OPCODES
 
 
 def _proxy_modules(env: dict[str, Any]) -> list[tuple[str, ModuleType, Any]]:

@@ -257,6 +257,18 @@ def test_upstream_error_texts(code: str, text: str) -> None:
     assert str(error_of(code, profile="upstream")) == text
 
 
+@pytest.mark.parametrize(
+    ("code", "text"),
+    [
+        ("break", "Execution error: 'break' outside loop (<string>, line 1)"),
+        ("x = 1\ncontinue", "Execution error: 'continue' not properly in loop (<string>, line 2)"),
+    ],
+)
+def test_upstream_compile_errors_found_by_cpython_are_wrapped_once(code: str, text: str) -> None:
+    assert str(error_of(code, profile="upstream")) == text
+    assert str(error_of(code)).startswith("Execution error: SyntaxError: ")
+
+
 def test_error_text_never_shows_internal_frames() -> None:
     text = str(error_of("import json\njson.loads('{')"))
     assert "rlm_compat" not in text and "Traceback" not in text

@@ -224,13 +224,61 @@ def test_random_is_per_session_and_never_the_global_generator() -> None:
     assert random.getstate() == state
 
 
-def test_type_is_the_one_argument_form() -> None:
-    assert outcome("print(type(1) is int, isinstance(int, type), type(type(1)) is type)") == \
-        "True True True"
-    with pytest.raises(REPLError, match="takes one argument"):
-        REPLExecutor().execute("type('X', (), {})", {})
+@pytest.mark.parametrize("profile", ["fixed", "upstream"])
+def test_type_never_hands_out_real_metaclass_power(profile: str) -> None:
+    assert outcome("print(type(1) is int, isinstance(int, type), type(type(1)) is type)",
+                   profile) == "True True True"
+    assert outcome("T = type('T', (), {'kind': 'demo'})\nprint(T, T.kind, T().kind)", profile) == \
+        "<class 'T'> demo demo"
+    with pytest.raises(REPLSecurityError, match="may not start with '_'"):
+        REPLExecutor(profile=profile).execute(
+            "B = type('B', (Exception,), {'__str__': lambda s: 'x'})", {}
+        )
+    with pytest.raises(REPLError):
+        REPLExecutor(profile=profile).execute("type(type(1))('X', (type,), {})", {})
+
+
+def test_metaclasses_cannot_be_subclassed() -> None:
     with pytest.raises(REPLSecurityError):
         REPLExecutor().execute("class Meta(type):\n    pass", {})
+
+
+def test_super_inside_sandbox_classes_only() -> None:
+    code = ("class A:\n    def __init__(self, v):\n        self.v = v\n    def tag(self):\n"
+            "        return 'A'\nclass B(A):\n    def __init__(self):\n        super().__init__(5)\n"
+            "    def tag(self):\n        return 'B' + super().tag()\nb = B()\nprint(b.v, b.tag())")
+    assert outcome(code) == "5 BA"
+    code = "import string\nclass F(string.Formatter):\n    pass\nsuper(string.Formatter, F())"
+    with pytest.raises(REPLSecurityError, match="super"):
+        REPLExecutor().execute(code, {})
+    assert outcome("super", "upstream") == "Execution error: name 'super' is not defined"
+
+
+def test_string_formatter_as_upstream_predefines_it() -> None:
+    assert outcome("string.Formatter", "upstream") == "Execution error: string.Formatter is not safe"
+    assert outcome("print(string.ascii_lowercase[:3])", "upstream") == "abc"
+
+
+def test_iter_with_sentinel_is_a_callable_iterator() -> None:
+    assert outcome("vals = [1, 2, 3, 4]\nit = iter(vals.pop, 2)\nprint(list(it), type(it))") == \
+        "[4, 3] <class 'callable_iterator'>"
+
+
+@pytest.mark.parametrize("profile", ["fixed", "upstream"])
+def test_raised_interrupts_become_repl_errors(profile: str) -> None:
+    for name in ("KeyboardInterrupt", "SystemExit"):
+        with pytest.raises(REPLError):
+            REPLExecutor(profile=profile).execute(f"raise {name}('x')", {})
+
+
+def test_a_real_interrupt_still_propagates() -> None:
+    from rlm_compat.sandbox import host_call
+
+    def interrupted() -> None:
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        REPLExecutor().execute("stop()", {"stop": host_call(interrupted)})
 
 
 def test_dir_hides_private_names() -> None:
@@ -246,7 +294,7 @@ def test_missing_attribute_switch() -> None:
 
 def test_no_dangerous_builtins() -> None:
     for name in ["open", "eval", "exec", "compile", "globals", "vars", "locals", "input",
-                 "breakpoint", "__import__", "memoryview", "SystemExit", "KeyboardInterrupt"]:
+                 "breakpoint", "__import__", "memoryview"]:
         for profile in ["fixed", "upstream"]:
             with pytest.raises(REPLError):
                 REPLExecutor(profile=profile).execute(f"{name}", {})

@@ -9,6 +9,7 @@ import time
 import pytest
 
 from rlm_compat.errors import REPLError, REPLTimeoutError
+from rlm_compat.profiles import Profile
 from rlm_compat.repl import REPLExecutor
 from rlm_compat.sandbox import HostCall, host_call
 from rlm_compat.sandbox.inline import resident_bytes
@@ -201,3 +202,53 @@ def test_generator_cleanup_cannot_hang_whoever_drops_it() -> None:
     code = "def g():\n    try:\n        yield 1\n    finally:\n        print('cleanup')\n" \
            "x = g()\nnext(x)\nx.close()"
     assert ex.execute(code, {}) == "cleanup"
+
+
+@pytest.mark.parametrize("hook", ["bool", "len", "iter"])
+def test_sandboxed_code_called_back_by_a_host_function_still_times_out(hook: str) -> None:
+    def hosted(arg: object) -> object:
+        if hook == "bool":
+            return bool(arg)
+        if hook == "len":
+            return len(arg)  # type: ignore[arg-type]
+        return list(arg)  # type: ignore[call-overload]
+
+    method = {"bool": "__bool__", "len": "__len__", "iter": "__iter__"}[hook]
+    code = f"class B:\n    def {method}(self):\n        while True:\n            pass\nhosted(B())"
+    start = time.monotonic()
+    with pytest.raises(REPLTimeoutError):
+        REPLExecutor(timeout=TIMEOUT).execute(code, {"hosted": host_call(hosted)})
+    assert time.monotonic() - start < TIMEOUT + SLACK
+
+
+def test_host_exceptions_reach_sandboxed_code_without_host_objects() -> None:
+    from types import SimpleNamespace
+
+    config = SimpleNamespace(api_key="secret-123")
+
+    def read_option(name: str) -> object:
+        return getattr(config, name)
+
+    class Handle:
+        secret = config
+
+    def lookup(key: object) -> object:
+        return {}[Handle()]  # a KeyError carrying a host object
+
+    class HostFailure(Exception):
+        def __init__(self) -> None:
+            super().__init__("failed")
+            self.config = config
+
+    def custom() -> None:
+        raise HostFailure()
+
+    env: dict = {"read": host_call(read_option), "lookup": host_call(lookup),
+                 "custom": host_call(custom)}
+    ex = REPLExecutor(profile=Profile.fixed().replace(missing_attr_is_none=True))
+    code = ("out = []\ntry:\n    read('missing')\nexcept AttributeError as e:\n"
+            "    out.append(e.obj)\ntry:\n    lookup(1)\nexcept KeyError as e:\n"
+            "    out.append(type(e.args[0]) is str)\ntry:\n    custom()\nexcept Exception as e:\n"
+            "    out.append((type(e) is RuntimeError, str(e), e.config))\nprint(out)")
+    # Messages stay readable (a repr may show up, as in any error text); objects never cross.
+    assert ex.execute(code, env) == "[None, True, (True, 'HostFailure: failed', None)]"

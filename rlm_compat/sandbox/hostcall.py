@@ -2,7 +2,10 @@
 
 Sandboxed code calls them like any function. While one runs, the execution's timeout is paused
 (a ``recursive_llm`` call may spend minutes waiting for a model) and no timeout is injected into
-it; whatever it raises propagates into the sandboxed code unchanged.
+host code. What it raises reaches the sandboxed code as the same exception class with the same
+message, but rebuilt from plain data: ``AttributeError.obj``, ``KeyError`` arguments and the like
+must not hand host objects to sandboxed code. Exception classes outside the builtins and
+rlm_compat's own errors become ``RuntimeError("<Class>: <message>")``.
 """
 
 from __future__ import annotations
@@ -10,8 +13,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from ..errors import REPLError, RLMError
 from .context import LOCAL
-from .policy import register_opaque
+from .policy import register_opaque, sandbox_classes
+from .violations import TimeoutSignal
 
 __all__ = ["HostCall", "host_call"]
 
@@ -38,14 +43,20 @@ class HostCall:
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         state = LOCAL.state
-        deadline = state.deadline if state is not None else None
-        if deadline is None:
+        if state is None:  # called by host code, outside any execution
             return self._fn(*args, **kwargs)
-        deadline.enter_host()
+        deadline = state.deadline
+        if deadline is not None:
+            deadline.enter_host()
         try:
             return self._fn(*args, **kwargs)
+        except (TimeoutSignal, KeyboardInterrupt, SystemExit):
+            raise
+        except BaseException as exc:
+            raise _sanitized(exc) from None
         finally:
-            deadline.leave_host()
+            if deadline is not None:
+                deadline.leave_host()
 
     def __setattr__(self, name: str, value: Any) -> None:
         raise AttributeError("host functions are read-only")
@@ -70,6 +81,34 @@ class HostCall:
 
 
 register_opaque(HostCall)
+
+
+_PLAIN = (str, int, float, bool, type(None), bytes)
+
+
+def _plain(value: Any, depth: int = 0) -> bool:
+    if type(value) in _PLAIN:
+        return True
+    if type(value) in (tuple, list, frozenset, set) and depth < 3:
+        return all(_plain(v, depth + 1) for v in value)
+    return False
+
+
+def _sanitized(exc: BaseException) -> BaseException:
+    """The exception sandboxed code may see: same class and message, no host objects."""
+    cls = type(exc)
+    if cls in sandbox_classes():
+        return exc  # raised by sandboxed code the host called back into: its own object
+    args = tuple(a if _plain(a) else str(a) for a in exc.args)
+    ours = cls.__module__ == "builtins" or (
+        issubclass(cls, (REPLError, RLMError)) and cls.__module__.startswith("rlm_compat.")
+    )
+    if ours:
+        try:
+            return cls(*args)
+        except Exception:
+            pass
+    return RuntimeError(f"{cls.__name__}: {exc}")
 
 
 def host_call(fn: Callable[..., Any]) -> HostCall:

@@ -87,8 +87,8 @@ class Deadline:
     """The timeout of one execution: when it ends, and whether a host call is pausing it."""
 
     __slots__ = (
-        "baseline", "deadline", "fired", "host_since", "in_host", "lock", "memory_limit",
-        "running", "stop", "tid", "timeout",
+        "baseline", "budget", "deadline", "fired", "host_sandbox", "host_since", "in_host",
+        "last_poll", "lock", "memory_limit", "running", "stop", "tid", "timeout",
     )
 
     def __init__(self, timeout: float, memory_limit: int | None = None) -> None:
@@ -99,6 +99,9 @@ class Deadline:
         self.running = True
         self.in_host = 0
         self.host_since = 0.0
+        self.budget = 0.0
+        self.host_sandbox = 0.0
+        self.last_poll = 0.0
         self.fired = 0
         self.stop: type[TimeoutSignal] | None = None
         self.memory_limit = memory_limit
@@ -106,7 +109,12 @@ class Deadline:
         self.baseline = rss
 
     def enter_host(self) -> None:
-        """A host function starts: pause the clock (or stop now if time is already up)."""
+        """A host function starts: pause the clock (or stop now if time is already up).
+
+        Sandboxed code the host function calls back into (``bool(arg)`` running a sandboxed
+        ``__bool__``) still spends the remaining budget: the watchdog looks at what the thread is
+        running while the clock is paused.
+        """
         with self.lock:
             if self.in_host == 0:
                 now = monotonic()
@@ -114,7 +122,9 @@ class Deadline:
                     if self.fired:
                         _withdraw(self.tid)
                     raise (self.stop or TimeoutSignal)()
-                self.host_since = now
+                self.host_since = self.last_poll = now
+                self.budget = self.deadline - now
+                self.host_sandbox = 0.0
             self.in_host += 1
 
     def leave_host(self) -> None:
@@ -122,7 +132,7 @@ class Deadline:
         with self.lock:
             self.in_host -= 1
             if self.in_host == 0:
-                self.deadline += monotonic() - self.host_since
+                self.deadline = monotonic() + self.budget - self.host_sandbox
 
     def finish(self) -> None:
         """The execution is over: no injection may happen from now on."""
@@ -138,13 +148,26 @@ class Deadline:
             if not self.running:
                 return None
             if self.in_host:
-                return max(self.deadline, now + _HOST_POLL)
+                return self._due_in_host(now)
             if now < self.deadline:
                 return self.deadline
             self.stop = self.stop or TimeoutSignal
             _inject(self.tid, self.stop)
             self.fired += 1
             return now + REINJECT_INTERVAL
+
+    def _due_in_host(self, now: float) -> float:
+        """While a host function runs: count only time spent back in this execution's code."""
+        elapsed, self.last_poll = now - self.last_poll, now
+        if not math.isfinite(self.budget) or not _sandbox_on_top(self):
+            return now + _HOST_POLL
+        self.host_sandbox += elapsed
+        if self.host_sandbox < self.budget:
+            return now + _HOST_POLL
+        self.stop = TimeoutSignal
+        _inject(self.tid, TimeoutSignal)
+        self.fired += 1
+        return now + REINJECT_INTERVAL
 
     def _check_memory(self, rss: int) -> bool:
         """Watchdog side: stop the execution if the process outgrew its allowance."""
@@ -159,6 +182,26 @@ class Deadline:
             _inject(self.tid, MemorySignal)
             self.fired += 1
             return True
+
+
+_SANDBOX_DIR = os.path.dirname(os.path.abspath(__file__))
+_CURRENT: dict[int, Deadline] = {}
+"""The innermost running execution of each thread (for the watchdog's look at its frames)."""
+
+
+def _sandbox_on_top(d: Deadline) -> bool:
+    """Whether ``d``'s thread is running sandboxed code of ``d`` right now (not host code)."""
+    if _CURRENT.get(d.tid) is not d:
+        return False
+    frame = sys._current_frames().get(d.tid)
+    while frame is not None:
+        filename = frame.f_code.co_filename
+        if filename.startswith("<rlm-repl-"):
+            return True
+        if not filename.startswith(_SANDBOX_DIR):  # host code: the host is running
+            return False
+        frame = frame.f_back  # a guard called by sandboxed code
+    return False
 
 
 class _Watchdog:
@@ -225,7 +268,7 @@ def deadline_tick() -> None:
     state = LOCAL.state
     if state is not None:
         d = state.deadline
-        if d is not None and d.in_host == 0 and (d.stop is not None or monotonic() >= d.deadline):
+        if d is not None and (d.stop is not None or (d.in_host == 0 and monotonic() >= d.deadline)):
             raise (d.stop or TimeoutSignal)()
 
 
@@ -238,7 +281,9 @@ def generator_tick() -> None:
     """
     state = LOCAL.state
     d = state.deadline if state is not None else None
-    late = d is not None and d.in_host == 0 and (d.stop is not None or monotonic() >= d.deadline)
+    late = d is not None and (
+        d.stop is not None or (d.in_host == 0 and monotonic() >= d.deadline)
+    )
     if state is None or late:
         if sys.exc_info()[0] is GeneratorExit:
             raise GeneratorExit
@@ -268,17 +313,25 @@ def run_with_deadline(
     if deadline is None:
         return body(), None
     result: list[_T] = []
+    outer = _CURRENT.get(deadline.tid)
+    _CURRENT[deadline.tid] = deadline
     try:
         try:
-            _WATCHDOG.watch(deadline)
-            result.append(body())
-        finally:
+            try:
+                _WATCHDOG.watch(deadline)
+                result.append(body())
+            finally:
+                _finish_surely(deadline)
+        except TimeoutSignal as signal:
             _finish_surely(deadline)
-    except TimeoutSignal as signal:
-        _finish_surely(deadline)
-        if result:
-            return result[0], None
-        return None, signal
-    return result[0], None
+            if result:
+                return result[0], None
+            return None, signal
+        return result[0], None
+    finally:
+        if outer is None:
+            _CURRENT.pop(deadline.tid, None)
+        else:
+            _CURRENT[deadline.tid] = outer
 
 

@@ -26,6 +26,7 @@ __all__ = [
     "SessionRandom",
     "module_proxy",
     "proxy_for_module",
+    "rp_string_proxy",
 ]
 
 # Each list was read against the module's documented public API; names missing on the running
@@ -227,6 +228,26 @@ def _build(name: str) -> Any:
             if not isinstance(value, types.ModuleType):
                 attrs[attr] = value
     return ModuleProxy(name, attrs, real)
+
+
+class _RPStringProxy(ModuleProxy):
+    """``string`` as 2fb46cc predefines it (RestrictedPython's delegator): no ``Formatter``."""
+
+    def __getattr__(self, name: str) -> Any:
+        if name == "Formatter":
+            raise NotImplementedError("string.Formatter is not safe")
+        return ModuleProxy.__getattr__(self, name)
+
+
+def rp_string_proxy() -> Any:
+    """The ``string`` of RestrictedPython's utility builtins, on top of the ``string`` proxy."""
+    proxy = _proxies.get("string:rp")
+    if proxy is None:
+        base = object.__getattribute__(module_proxy("string"), "__dict__")
+        attrs = {k: v for k, v in base.items() if not k.startswith("_") and k != "Formatter"}
+        proxy = _RPStringProxy("string", attrs, importlib.import_module("string"))
+        _proxies["string:rp"] = proxy
+    return proxy
 
 
 _DENIED: dict[str, ModuleProxy] = {}

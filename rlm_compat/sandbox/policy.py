@@ -40,6 +40,7 @@ from .modules import (
     SessionRandom,
     module_proxy,
     proxy_for_module,
+    rp_string_proxy,
 )
 from .output import print_collector_factory, sandbox_print, show
 from .violations import (
@@ -247,6 +248,19 @@ _sandbox_classes: weakref.WeakSet[type] = weakref.WeakSet()
 _ITEM_WRITABLE = (dict, list, bytearray, collections.deque)
 
 
+def safe_super(*args: Any) -> Any:
+    """``super`` for sandboxed classes only (never past a host class that guards by overriding).
+
+    The compiler turns ``super()`` inside a method into ``super(__class__, self)``.
+    """
+    if len(args) != 2:
+        raise TypeError("super() in the sandbox works inside methods, or as super(Class, obj)")
+    cls, obj = args
+    if cls not in _sandbox_classes:
+        raise ForbiddenAttributeError("super() needs a class defined in the sandbox")
+    return builtins.super(cls, obj)
+
+
 def sandbox_classes() -> weakref.WeakSet[type]:
     """Classes created by sandboxed ``class`` statements (their objects are writable)."""
     return _sandbox_classes
@@ -290,11 +304,11 @@ class _TypeMeta(type):
     """Makes :class:`SafeType` answer ``type(x)`` and ``isinstance(x, type)`` like ``type``."""
 
     def __call__(cls, *args: Any, **kwargs: Any) -> Any:
-        if len(args) != 1 or kwargs:
-            raise TypeError(
-                "type() takes one argument in the sandbox; use a class statement to make classes"
-            )
-        return _reveal(builtins.type(args[0]))
+        if len(args) == 1 and not kwargs:
+            return _reveal(builtins.type(args[0]))
+        if len(args) == 3 and not kwargs:
+            return _type_new(*args)
+        raise TypeError("type() takes 1 or 3 arguments")
 
     def __instancecheck__(cls, obj: Any) -> bool:
         return isinstance(obj, builtins.type)
@@ -307,10 +321,11 @@ class _TypeMeta(type):
 
 
 class SafeType(metaclass=_TypeMeta):
-    """The sandbox's ``type``: one-argument form only, and never a real metaclass.
+    """The sandbox's ``type``: never a real metaclass.
 
-    ``type(name, bases, dict)`` could build classes with any dunder; ``type(type)`` would hand
-    that power back, so metaclasses come back as this class.
+    ``type(name, bases, dict)`` builds a class only from plain names (a ``__str__`` or
+    ``__getattr__`` key could run sandboxed code wherever the host touches the object);
+    ``type(type)`` would hand the real power back, so metaclasses come back as this class.
     """
 
 
@@ -331,6 +346,19 @@ _OPAQUE_BASES: set[type] = {ModuleProxy, SessionRandom, SafeType}
 def register_opaque(cls: type) -> None:
     """Mark a host class sandboxed code may hold but never subclass."""
     _OPAQUE_BASES.add(cls)
+
+
+def _type_new(name: Any, bases: Any, ns: Any) -> type:
+    if type(name) is not str or type(bases) is not tuple or type(ns) is not dict:
+        raise TypeError("type(name, bases, dict) needs a str, a tuple and a dict")
+    private = sorted(k for k in ns if not isinstance(k, str) or k.startswith("_"))
+    if private:
+        raise ForbiddenAttributeError(
+            f"type(): class attribute names may not start with '_' in the sandbox: {private}"
+        )
+    ns = dict(ns)
+    ns["__module__"] = "builtins"  # as when 2fb46cc's code calls type(): shown as <class 'X'>
+    return sandbox_metaclass(name, bases, ns)
 
 
 def sandbox_metaclass(name: str, bases: tuple[Any, ...], ns: dict[str, Any], **kw: Any) -> type:
@@ -397,12 +425,28 @@ def guarded_mul(a: Any, b: Any) -> Any:
     return a * b
 
 
-def _iter2(fn: Any, sentinel: Any) -> Iterator[Any]:
-    while True:
-        value = fn()
-        if value == sentinel:
-            return
-        yield value
+class callable_iterator:
+    """``iter(fn, sentinel)`` stepping in Python, so a timeout can stop an endless one."""
+
+    __slots__ = ("_done", "_fn", "_sentinel")
+    __module__ = "builtins"  # shown as <class 'callable_iterator'>, like CPython's
+
+    def __init__(self, fn: Any, sentinel: Any) -> None:
+        self._fn = fn
+        self._sentinel = sentinel
+        self._done = False
+
+    def __iter__(self) -> callable_iterator:
+        return self
+
+    def __next__(self) -> Any:
+        if self._done:
+            raise StopIteration
+        value = self._fn()
+        if value == self._sentinel:
+            self._done = True
+            raise StopIteration
+        return value
 
 
 def safe_iter(obj: Any, *sentinel: Any) -> Iterator[Any]:
@@ -412,7 +456,7 @@ def safe_iter(obj: Any, *sentinel: Any) -> Iterator[Any]:
             raise TypeError(f"iter expected at most 2 arguments, got {1 + len(sentinel)}")
         if not callable(obj):
             raise TypeError("iter(v, w): v must be callable")
-        return _iter2(obj, sentinel[0])
+        return callable_iterator(obj, sentinel[0])
     return iter(obj)
 
 
@@ -443,6 +487,7 @@ def guarded_import(
 # --- the builtins mapping -------------------------------------------------------------------
 
 _RP_EXCEPTIONS = (
+    "KeyboardInterrupt", "SystemExit",
     "ArithmeticError", "AssertionError", "AttributeError", "BaseException", "BufferError",
     "BytesWarning", "DeprecationWarning", "EOFError", "EnvironmentError", "Exception",
     "FloatingPointError", "FutureWarning", "GeneratorExit", "IOError", "ImportError",
@@ -453,8 +498,8 @@ _RP_EXCEPTIONS = (
     "UnicodeDecodeError", "UnicodeEncodeError", "UnicodeError", "UnicodeTranslateError",
     "UnicodeWarning", "UserWarning", "ValueError", "Warning", "ZeroDivisionError",
 )
-"""RestrictedPython's safe exceptions, less KeyboardInterrupt and SystemExit (which sandboxed
-code could raise to escape ``execute``'s error handling)."""
+"""RestrictedPython's safe exceptions. ``raise KeyboardInterrupt`` / ``SystemExit`` in sandboxed
+code becomes a REPLError like any other; only a real interrupt propagates (see repl.py)."""
 
 _EXTRA_EXCEPTIONS = (
     "RecursionError", "TimeoutError", "ModuleNotFoundError", "StopAsyncIteration",
@@ -509,7 +554,7 @@ def builtins_for(profile: Profile) -> dict[str, Any]:
         b.update(getattr=safe_getattr, hasattr=safe_hasattr, dir=safe_dir)
     if profile.rp_utility_builtins:
         b.update(
-            string=module_proxy("string"),
+            string=rp_string_proxy(),
             random=SESSION_RANDOM,
             whrandom=SESSION_RANDOM,
             same_type=same_type,
@@ -551,6 +596,7 @@ def builtins_for(profile: Profile) -> dict[str, Any]:
         b["_unpack_sequence_"] = guarded_unpack_sequence
     if not profile.no_class_support:
         b["__metaclass__"] = sandbox_metaclass
+        b["super"] = safe_super
     if not profile.imports_refused:
         b["__import__"] = guarded_import
     return b
@@ -559,3 +605,6 @@ def builtins_for(profile: Profile) -> dict[str, Any]:
 def allowed_builtin_names(profile: Profile) -> list[str]:
     """Names sandboxed code can use without importing anything (for docs and error texts)."""
     return sorted(n for n in builtins_for(profile) if not n.startswith("_"))
+
+
+register_opaque(callable_iterator)

@@ -165,7 +165,7 @@ def _fenced_blocks(text: str) -> list[str] | None:
 
 @dataclasses.dataclass(frozen=True)
 class CompileIssue:
-    """One compile-time refusal: ``kind`` is ``"syntax"`` or ``"policy"``."""
+    """One compile-time refusal: ``kind`` is ``"syntax"``, ``"late-syntax"`` or ``"policy"``."""
 
     kind: str
     line: int | None
@@ -223,6 +223,15 @@ class SandboxTransformer(RestrictingNodeTransformer):
         return node
 
     def visit_Attribute(self, node: ast.Attribute) -> Any:
+        if _is_super_init(node) and not self.opts.rp_syntax_only:
+            # ``super().__init__(...)``: the one dunder read allowed, on a super() object only.
+            read = ast.Call(
+                func=ast.Name("_getattr_", ast.Load()),
+                args=[self.visit(node.value), ast.Constant(node.attr)],
+                keywords=[],
+            )
+            copy_locations(read, node)
+            return read
         if node.attr in BLOCKED_ATTRIBUTES and node.attr not in _RP_INSPECT:
             self.error(node, f'"{node.attr}" is a restricted name in the sandbox.')
         new = super().visit_Attribute(node)
@@ -287,6 +296,66 @@ class SandboxTransformer(RestrictingNodeTransformer):
 
 
 _RP_INSPECT = frozenset(BLOCKED_ATTRIBUTES - {"mro"})
+
+
+def _is_super_init(node: ast.Attribute) -> bool:
+    value = node.value
+    return (
+        node.attr == "__init__"
+        and isinstance(node.ctx, ast.Load)
+        and isinstance(value, ast.Call)
+        and isinstance(value.func, ast.Name)
+        and value.func.id == "super"
+    )
+
+
+class _ZeroArgSuper(ast.NodeTransformer):
+    """``super()`` in a method becomes ``super(__class__, <first argument>)``.
+
+    The sandbox's ``super`` is a guard function, and a function cannot find the caller's class
+    cell by itself; the compiler still creates the ``__class__`` cell for the method.
+    """
+
+    def __init__(self) -> None:
+        self._first_arg: list[str | None] = [None]
+
+    def visit_ClassDef(self, node: ast.ClassDef) -> Any:
+        for stmt in node.body:
+            if isinstance(stmt, ast.FunctionDef):
+                args = stmt.args.posonlyargs + stmt.args.args
+                self._first_arg.append(args[0].arg if args else None)
+                self.generic_visit(stmt)
+                self._first_arg.pop()
+            else:
+                self._first_arg.append(None)
+                self.visit(stmt)
+                self._first_arg.pop()
+        return node
+
+    def visit_FunctionDef(self, node: ast.FunctionDef) -> Any:
+        self._first_arg.append(None)
+        self.generic_visit(node)
+        self._first_arg.pop()
+        return node
+
+    def visit_Lambda(self, node: ast.Lambda) -> Any:
+        self._first_arg.append(None)
+        self.generic_visit(node)
+        self._first_arg.pop()
+        return node
+
+    def visit_Call(self, node: ast.Call) -> Any:
+        self.generic_visit(node)
+        first = self._first_arg[-1]
+        if (
+            first is not None
+            and isinstance(node.func, ast.Name)
+            and node.func.id == "super"
+            and not node.args
+            and not node.keywords
+        ):
+            node.args = [ast.Name("__class__", ast.Load()), ast.Name(first, ast.Load())]
+        return node
 
 
 # --- 3. finishing passes ------------------------------------------------------------------------
@@ -428,6 +497,7 @@ class _RenameGuards(ast.NodeTransformer):
 
 
 def _finish_tree(tree: ast.Module, opts: CompileOptions) -> ast.Module:
+    tree = _ZeroArgSuper().visit(tree)
     tree = _SizeGuards().visit(tree)
     tree = _HandlerTicks().visit(tree)
     if not opts.trailing_line_heuristic and tree.body:
@@ -493,8 +563,8 @@ def _compile(source: str, opts: CompileOptions) -> Compiled:
     tree = _finish_tree(tree, opts)
     try:
         code = compile(tree, filename, "exec", dont_inherit=True)
-    except (SyntaxError, ValueError) as exc:  # e.g. 'return' outside function
-        return Compiled(None, None, (_syntax_issue(exc),), filename)
+    except (SyntaxError, ValueError) as exc:  # e.g. 'break' outside loop
+        return Compiled(None, None, (_late_syntax_issue(exc),), filename)
     trailing = _trailing_code(source, opts, filename) if opts.trailing_line_heuristic else None
     return Compiled(code, trailing, (), filename)
 
@@ -509,6 +579,19 @@ def _syntax_issue(exc: SyntaxError | ValueError) -> CompileIssue:
         )
         return CompileIssue("syntax", exc.lineno, f"{type(exc).__name__}: {exc.msg}", text)
     return CompileIssue("syntax", None, f"ValueError: {exc}", f"Line None: ValueError: {exc}")
+
+
+def _late_syntax_issue(exc: SyntaxError | ValueError) -> CompileIssue:
+    """A SyntaxError only CPython's compiler finds, after RestrictedPython accepted the tree.
+
+    2fb46cc does not wrap these in "Compilation error": the exception's own text is used, with
+    RestrictedPython's default filename.
+    """
+    issue = _syntax_issue(exc)
+    upstream = str(exc)
+    if isinstance(exc, SyntaxError):
+        upstream = f"{exc.msg} (<string>, line {exc.lineno})"
+    return dataclasses.replace(issue, kind="late-syntax", upstream_text=upstream)
 
 
 def _trailing_code(source: str, opts: CompileOptions, filename: str) -> CodeType | None:
