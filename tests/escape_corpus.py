@@ -16,7 +16,8 @@ Conventions used by the snippets:
   function wrapped as a host call) are in ``env``, as the RLM loop puts ``recursive_llm`` there.
   Like a real host function it looks at its argument (``bool``, ``len``) and reads an option from a
   host configuration object holding the secret (``helper(text, option)``);
-  ``re`` is the raw module, as upstream's loop and tests put it there.
+  ``re`` is the raw module, as upstream's loop and tests put it there, and ``hostmod`` is the raw
+  ``os`` module (a caller may put any module into env).
 
 ``expect`` says what a correct sandbox must do in *every* profile: ``refused`` = execute raises a
 ``REPLError`` (the snippet's last step can only succeed through an escape); ``contained`` = the snippet
@@ -176,6 +177,9 @@ CORPUS: tuple[EscapeCase, ...] = (
        "import textwrap\nESCAPED = textwrap.re.enum.sys.modules['os']"),
     _c("env_module_spec", "module_walk", "module attributes __spec__ / __file__ of an env-provided module",
        "ESCAPED = [getattr(re, '__spec__'), getattr(re, '__file__')]"),
+    _c("env_foreign_module", "module_walk",
+       "a non-allowlisted module the host put into env (`hostmod` is os): use it and alias it",
+       "alias = hostmod\nESCAPED = hostmod.environ['RLM_COMPAT_TEST_SECRET']"),
     _c("host_class_mutation", "module_walk",
        "replace a method on a host class (Counter.most_common) for the whole process",
        "Counter.most_common = lambda self, n=None: 'PWNED'\nESCAPED = 1"),
@@ -407,6 +411,13 @@ CORPUS: tuple[EscapeCase, ...] = (
        "s = 10**12 * 'ab'", bound="static"),
     _c("shift_bomb", "resource_bomb", "1 << 10**12", "x = 1 << 10**12", bound="static"),
     _c("list_repeat", "resource_bomb", "[0] * 10**12", "l = [0] * 10**12", bound="static"),
+    _c("str_repeat_names", "resource_bomb", "'a' * 10**12 with both operands in variables",
+       "a = 'a'\nn = 10**12\ns = a * n", bound="static"),
+    _c("list_repeat_inplace", "resource_bomb", "l *= 10**12 (in-place repetition)",
+       "l = [0, 1]\nl *= 10**12", bound="static"),
+    _c("int_square_loop", "resource_bomb",
+       "repeated squaring of a big int held in a variable: each step one ever longer C call",
+       "x = 3 ** 2000000\nwhile True:\n    x = x * x", bound="timeout"),
     _c("list_doubling", "resource_bomb", "a list doubling itself with + in a loop",
        "a = [0]\nfor _ in range(64):\n    a = a + a", bound="memory"),
     _c("str_ljust_bomb", "resource_bomb", "a huge padding width through a string method",
@@ -467,6 +478,8 @@ CORPUS: tuple[EscapeCase, ...] = (
        "any(iter(int, 1))", bound="process"),
     _c("math_factorial", "resource_bomb", "math.factorial of a huge argument (one C call)",
        "x = math.factorial(10**8)", bound="process"),
+    _c("math_prod_bomb", "resource_bomb", "math.prod of 10**5 big ints: one quadratic C call",
+       "x = math.prod([10**100] * 100000)", bound="process"),
     _c("nested_repr_explosion", "resource_bomb",
        "str() of a shared-reference list of 10**9 elements",
        "a = [[[0] * 1000] * 1000] * 1000\nn = len(str(a))", bound="process"),

@@ -120,6 +120,7 @@ def make_env() -> dict[str, Any]:
         "re": re,
         "helper": _host_helper,
         "hosted": host_call(_host_helper),
+        "hostmod": os,
     }
 
 
