@@ -251,6 +251,13 @@ CORPUS: tuple[EscapeCase, ...] = (
     _c("super_self_class", "class_type", "super() objects and their __self_class__",
        "class A:\n    def f(self):\n        return super()\ns = A().f()\n"
        "ESCAPED = getattr(s, '__self_class__')"),
+    _c("super_formatter_base", "class_type",
+       "super() past the guarded string.Formatter to the real, unguarded get_field",
+       "import string\nclass F(string.Formatter):\n    def go(self):\n"
+       "        return super(string.Formatter, self).get_field('0.__class__.__mro__', [1], {})\n"
+       "ESCAPED = F().go()"),
+    _c("super_host_pair", "class_type", "super(host class, host object) on a host class",
+       "s = super(Counter, Counter())\nESCAPED = s.most_common"),
     _c("metaclass_abuse", "class_type", "a metaclass deriving from type",
        "class M(type):\n    pass\nclass A(metaclass=M):\n    x = 1\nprint(A.x, type(A) is M)", "contained"),
     _c("init_subclass_hook", "class_type", "__init_subclass__ defined in a class body",

@@ -121,7 +121,8 @@ def _list_expr(draw: st.DrawFn, sc: _Scope) -> str:
         f"[v + {x} for v in {xs}]", f"[v for v in {xs} if v > {x}] + [{x}]",
         f"list(range({draw(st.integers(1, 5))}))", f"[{xs}[i] for i in range(len({xs}))]",
         f"[len(w) for w in {s}.split()] + [0]", f"sorted({st_}) + [0]",
-        f"[a * b for a, b in zip({xs}, {xs}[1:] + [{x}])]",
+        f"[a * b for a, b in zip({xs}, {xs}[1:] + [{x}])]", f"({xs}[:3]) * 2",
+        f"[{x}] * 2 + {xs}[-2:]",
     ]
     if sc.names["fn"]:
         fn = draw(st.sampled_from(sc.names["fn"]))
@@ -149,6 +150,7 @@ def _set_expr(draw: st.DrawFn, sc: _Scope) -> str:
     st_ = draw(st.sampled_from(sc.names["set"]))
     options = [
         f"{{v % 5 for v in {xs}}}", f"set({xs})", f"{st_} | {{v for v in {xs}}}",
+        f"{{(v + {x}) % 7 for v in {xs} if v != {y}}}",
         f"{st_} & set({xs})", f"{{{x}, {y}}}",
     ]
     return draw(st.sampled_from(options))
