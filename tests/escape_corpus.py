@@ -370,7 +370,7 @@ CORPUS: tuple[EscapeCase, ...] = (
     _c("hostcall_attribute_error_obj", "exception_carrier",
        "a host function fails with an AttributeError on a host object: read it from e.obj",
        "try:\n    hosted('x', 'missing_option')\nexcept AttributeError as e:\n    cfg = e.obj\n"
-       "    ESCAPED = cfg.api_key\nprint(ESCAPED)"),
+       "    ESCAPED = 'key:' + cfg.api_key\nprint(ESCAPED)"),
     # ---------------------------------------------------------------- guard names
     _c("guard_getattr_name", "guard_names", "read _getattr_ and swap it for the real getattr",
        "g = _getattr_\n_getattr_ = None\nESCAPED = g"),
