@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from ..errors import ConfigurationError
+from ..profiles import Profile
 from . import values
 from .driver import ScriptedModel, assemble_loop, assemble_repl, error_of, run_executor_case
 from .protocol import DriverProcess
@@ -74,17 +75,20 @@ def _hash_seed_fixed() -> bool:
 
 
 class ProfileAdapter:
-    """rlm_compat in this process, in one profile (``upstream`` or ``fixed``)."""
+    """rlm_compat in this process, in one profile (``upstream``, ``fixed`` or any Profile).
+
+    Only the two presets are looked up in deviations.toml; an ablation profile
+    (``Profile.upstream().replace(...)``) runs unregistered.
+    """
 
     mode = "exact"
     gated = True
 
-    def __init__(self, profile: str) -> None:
-        from ..profiles import Profile
-
-        self.profile: str | None = profile
-        self._profile = Profile.named(profile)
-        self.name = f"rlm_compat-{profile}"
+    def __init__(self, profile: str | Profile) -> None:
+        self._profile = profile if isinstance(profile, Profile) else Profile.named(profile)
+        name = self._profile.name
+        self.profile: str | None = name if name in ("upstream", "fixed") else None
+        self.name = f"rlm_compat-{name}"
         self.hash_seed_fixed = _hash_seed_fixed()
 
     def start(self) -> dict[str, Any]:
@@ -94,7 +98,7 @@ class ProfileAdapter:
             "implementation": "rlm_compat",
             "version": __version__,
             "python": platform.python_version(),
-            "profile": self.profile,
+            "profile": self._profile.name,
         }
 
     def stop(self) -> None:

@@ -78,6 +78,9 @@ def add_conformance_parser(subparsers: Any) -> None:
     p.add_argument("--step-limit", type=float, default=3.0, metavar="S",
                    help="seconds before a step of a driver-run implementation counts as a hang")
     p.add_argument("--quiet", action="store_true", help="no progress bar, no summary")
+    p.add_argument("--suggest-deviations", action="store_true",
+                   help="after the run, attribute rlm_compat-fixed's unexplained differences to "
+                        "profile switches and print deviations.toml entries for them (maintainers)")
     p.set_defaults(handler=_conformance)
 
 
@@ -139,7 +142,27 @@ def _conformance(args: argparse.Namespace) -> int:
         args.json.write_text(render_json(report), encoding="utf-8")
     if not args.quiet:
         print(render_summary(report))
+    if args.suggest_deviations:
+        _suggest(report, fixtures)
     return 1 if report.failed else 0
+
+
+def _suggest(report: Any, fixtures: Any) -> None:
+    import platform
+
+    from .attribution import attribute_fixed, render_suggestions
+    from .fixtures import read_jsonl
+
+    python = ".".join(platform.python_version().split(".")[:2])
+    lines = {}
+    for kind in ("repl", "loop"):
+        path, _, _ = fixtures.select(kind, python)
+        if path is not None:
+            lines.update({line["id"]: line for line in read_jsonl(path)})
+    attribution = attribute_fixed(
+        report, lines, progress=lambda m: print(f"attribute: {m}", file=sys.stderr)
+    )
+    print(render_suggestions(attribution))
 
 
 _SETUP = {
