@@ -424,7 +424,7 @@ CORPUS: tuple[EscapeCase, ...] = (
        "l = [0, 1]\nl *= 10**12", bound="static"),
     _c("int_square_loop", "resource_bomb",
        "repeated squaring of a big int held in a variable: each step one ever longer C call",
-       "x = 3 ** 2000000\nwhile True:\n    x = x * x", bound="timeout"),
+       "x = 3 ** 2500000\nwhile True:\n    x = x * x", bound="prompt"),
     _c("list_doubling", "resource_bomb", "a list doubling itself with + in a loop",
        "a = [0]\nfor _ in range(64):\n    a = a + a", bound="memory"),
     _c("str_ljust_bomb", "resource_bomb", "a huge padding width through a string method",
