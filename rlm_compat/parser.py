@@ -166,9 +166,16 @@ def find_directive(response: str) -> Directive | None:
 def missing_variable_error(name: str, env: Mapping[str, Any]) -> FinalVarMissingError:
     """The error the REPL's callable ``FINAL_VAR(name)`` raises for a name not in ``env``.
 
-    Same wording as the fixed parser's feedback, so the model learns one message.
+    Same wording as the fixed parser's feedback, so the model learns one message. Code that calls
+    ``FINAL_VAR(answer)`` passes the variable's *value*; when ``name`` is the value of a variable,
+    the message says which name to pass instead.
     """
-    return FinalVarMissingError(_missing_message(f"FINAL_VAR({_short_repr(name)})", name, env))
+    message = _missing_message(f"FINAL_VAR({_short_repr(name)})", name, env)
+    holders = [n for n in user_variables(env) if type(env[n]) is str and env[n] == name]
+    if holders:
+        message += (f". {_short_repr(name)} is the value of {holders[0]}; pass the name: "
+                    f"FINAL_VAR({holders[0]!r})")
+    return FinalVarMissingError(_short(message, _MAX_FEEDBACK))
 
 
 def user_variables(env: Mapping[str, Any]) -> list[str]:

@@ -162,7 +162,7 @@ def test_missing_variable_feedback_names_it_and_lists_variables(
 @_MANY
 @given(identifiers, envs)
 def test_missing_variable_error_shares_the_wording(name: str, env: dict[str, Any]) -> None:
-    env.pop(name, None)
+    env = {key: value for key, value in env.items() if key != name and value != name}
     error = parser.missing_variable_error(name, env)
     assert isinstance(error, FinalVarMissingError) and isinstance(error, REPLError)
     assert str(error) == resolve_final(f"FINAL_VAR({name!r})", env).feedback
@@ -184,6 +184,11 @@ def test_variables_listed_are_user_data_only() -> None:
     assert str(parser.missing_variable_error("answr", env)) == (
         "FINAL_VAR('answr'): no variable named 'answr'. Variables: answer, chunks, context, query"
     )
+
+
+def test_missing_variable_error_spots_a_value_passed_for_a_name() -> None:
+    message = str(parser.missing_variable_error("Paris", {"answer": "Paris", "query": "q"}))
+    assert message.endswith("'Paris' is the value of answer; pass the name: FINAL_VAR('answer')")
 
 
 def test_long_variable_lists_are_capped() -> None:
