@@ -15,7 +15,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import re
-from collections.abc import Callable, Coroutine, Mapping
+from collections.abc import Callable, Coroutine, Iterable, Mapping
 from typing import Any, TypeVar
 
 from . import parser as _parser
@@ -296,11 +296,12 @@ class RLM:
         return llm_query
 
     def _make_llm_query_batched(self, loop: asyncio.AbstractEventLoop) -> Callable[..., list[str]]:
-        def llm_query_batched(prompts: list[str], model: str | None = None) -> list[str]:
+        def llm_query_batched(prompts: Iterable[Any], model: str | None = None) -> list[str]:
             """Concurrent plain model calls, answers in prompt order; a failed one reads 'Error: ...'."""
-            if isinstance(prompts, str) or not all(isinstance(p, str) for p in prompts):
+            items = [] if isinstance(prompts, str) else list(prompts)
+            if isinstance(prompts, str) or not all(isinstance(p, str) for p in items):
                 raise TypeError("llm_query_batched(prompts) needs a list of str prompts")
-            return _run_on_loop(loop, self._query_batched(list(prompts), model))
+            return _run_on_loop(loop, self._query_batched(items, model))
 
         return llm_query_batched
 

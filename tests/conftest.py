@@ -10,7 +10,7 @@ import pytest
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
-from rlm_compat.loopback import ScriptedChatServer  # noqa: E402
+from rlm_compat.loopback import ScriptedChatServer
 
 ServerFactory = Callable[..., ScriptedChatServer]
 

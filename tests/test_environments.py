@@ -81,7 +81,7 @@ def test_paths_cannot_leave_the_working_directory(local: LocalExecutionEnvironme
 
 
 def test_missing_file_is_typed(local: LocalExecutionEnvironment) -> None:
-    with pytest.raises(EnvironmentAccessError, match="cannot read 'nope.txt'"):
+    with pytest.raises(EnvironmentAccessError, match=r"cannot read 'nope\.txt'"):
         local.read_file("nope.txt")
 
 
