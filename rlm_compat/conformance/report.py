@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 from collections import defaultdict
 from collections.abc import Sequence
+from importlib import resources
 from typing import Any
 
 from .runner import KIND_ORDER, STATUSES, CaseResult, RunReport
@@ -74,6 +75,13 @@ def _md_escape(text: str) -> str:
     return text.replace("|", "\\|").replace("\n", " ").replace("`", "'")
 
 
+def _about() -> str:
+    """The explanation every markdown report carries (statuses, fixtures, adapters)."""
+    return resources.files(__package__ or "rlm_compat.conformance").joinpath("about.md").read_text(
+        encoding="utf-8"
+    )
+
+
 def render_markdown(report: RunReport, command: str = "", reproduce: Sequence[str] = ()) -> str:
     """The full markdown report (docs/conformance.md is this, generated)."""
     impls = report.implementations
@@ -108,6 +116,7 @@ def render_markdown(report: RunReport, command: str = "", reproduce: Sequence[st
         out.append(f"| {impl.name} | " + " | ".join(str(counts[s]) for s in STATUSES) + " |")
     out += ["", f"Result: **{'FAILED' if report.failed else 'OK'}** (gated implementations: "
             + ", ".join(i.name for i in impls if i.gated) + ")", ""]
+    out += [_about().rstrip(), ""]
 
     table: dict[str, dict[str, CaseResult]] = defaultdict(dict)
     meta: dict[str, tuple[str, str]] = {}
