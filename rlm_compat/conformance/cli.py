@@ -85,13 +85,19 @@ def add_conformance_parser(subparsers: Any) -> None:
 
 
 def _record(args: argparse.Namespace) -> int:
+    from ..errors import ConfigurationError
     from .fixtures import default_fixtures_dir
     from .recorder import check, record
 
     pythons = args.python or [sys.executable]
     out = args.out
     if out is None:
-        out = Path(__file__).resolve().parents[2] / "upstream_fixtures"
+        tree = Path(__file__).resolve().parents[2]
+        if not (tree / "pyproject.toml").is_file():
+            raise ConfigurationError(
+                "not running from a source tree: pass --out DIR for the recorded fixtures"
+            )
+        out = tree / "upstream_fixtures"
 
     def progress(message: str) -> None:
         print(f"record: {message}", file=sys.stderr, flush=True)
