@@ -49,15 +49,33 @@ def switch_documentation() -> dict[str, str]:
 
 @dataclass
 class Attribution:
-    """Which switch groups explain which cases, and which cases stay unexplained."""
+    """On one Python: which switch groups explain which cases, and which cases stay unexplained."""
 
+    python: str
     by_switches: dict[tuple[str, ...], list[str]]
     unexplained: list[str]
+
+    def to_json(self) -> dict[str, Any]:
+        """Plain data, to merge attributions made on several Pythons."""
+        return {
+            "python": self.python,
+            "by_switches": [[list(k), sorted(v)] for k, v in sorted(self.by_switches.items())],
+            "unexplained": sorted(self.unexplained),
+        }
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Attribution:
+        return cls(
+            str(data["python"]),
+            {tuple(k): list(v) for k, v in data["by_switches"]},
+            list(data["unexplained"]),
+        )
 
 
 def attribute_fixed(
     report: RunReport,
     lines: dict[str, dict[str, Any]],
+    python: str,
     switches: Sequence[str] = QUIRKS,
     progress: Callable[[str], None] = lambda _: None,
 ) -> Attribution:
@@ -96,34 +114,57 @@ def attribute_fixed(
             groups[tuple(hits[result.id])].append(result.id)
         else:
             unexplained.append(result.id)
-    return Attribution(dict(groups), unexplained)
+    return Attribution(python, dict(groups), unexplained)
 
 
 def _toml_string(text: str) -> str:
     return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
-def render_suggestions(attribution: Attribution) -> str:
-    """TOML ``[[deviation]]`` entries (kind ``fix``, profile ``fixed``) for the attributed cases."""
+def render_suggestions(attributions: Sequence[Attribution], versions: Sequence[str]) -> str:
+    """TOML ``[[deviation]]`` entries (kind ``fix``, profile ``fixed``) merged over Pythons.
+
+    A case attributed on every recorded version gets an entry without ``pythons``; one that
+    differs only on some versions (PEP 709 inlined comprehensions on 3.12+, for instance) gets
+    ``pythons = [...]`` listing them.
+    """
     docs = switch_documentation()
-    out = []
-    for switches, cases in sorted(attribution.by_switches.items()):
+    switches_of: dict[str, set[str]] = defaultdict(set)
+    pythons_of: dict[str, set[str]] = defaultdict(set)
+    unexplained: dict[str, set[str]] = defaultdict(set)
+    for attribution in attributions:
+        for switches, cases in attribution.by_switches.items():
+            for case in cases:
+                switches_of[case].update(switches)
+                pythons_of[case].add(attribution.python)
+        for case in attribution.unexplained:
+            unexplained[case].add(attribution.python)
+    everywhere = set(versions)
+    groups: dict[tuple[tuple[str, ...], tuple[str, ...]], list[str]] = defaultdict(list)
+    for case, found in switches_of.items():
+        pythons = () if pythons_of[case] >= everywhere else tuple(sorted(pythons_of[case]))
+        ordered = tuple(s for s in QUIRKS if s in found)
+        groups[(ordered, pythons)].append(case)
+    out: list[str] = []
+    missing = sorted(everywhere - {a.python for a in attributions})
+    if missing:
+        out += [f"# WARNING: no attribution from Python {', '.join(missing)}; run there too", ""]
+    for (switches, pythons), cases in sorted(groups.items()):
         quirks = "; ".join(f"`{s}`: {docs.get(s, 'see rlm_compat.profiles')}" for s in switches)
-        reason = (
-            f"profile fixed turns off the upstream quirk(s) this case exercises — {quirks}"
-        )
+        reason = f"profile fixed turns off the upstream quirk(s) this case exercises — {quirks}"
         out += [
             "[[deviation]]",
             'profile = "fixed"',
             'kind = "fix"',
             f"reason = {_toml_string(reason)}",
+            *([f"pythons = [{', '.join(_toml_string(p) for p in pythons)}]"] if pythons else []),
             "cases = [",
             *[f"  {_toml_string(c)}," for c in sorted(cases)],
             "]",
             "",
         ]
-    if attribution.unexplained:
+    if unexplained:
         out.append("# not explained by a single switch, or profile upstream differs too "
                    "(a bug, or a safety entry to write by hand):")
-        out += [f"#   {c}" for c in sorted(attribution.unexplained)]
+        out += [f"#   {c} (Python {', '.join(sorted(p))})" for c, p in sorted(unexplained.items())]
     return "\n".join(out) + "\n"

@@ -78,9 +78,11 @@ def add_conformance_parser(subparsers: Any) -> None:
     p.add_argument("--step-limit", type=float, default=3.0, metavar="S",
                    help="seconds before a step of a driver-run implementation counts as a hang")
     p.add_argument("--quiet", action="store_true", help="no progress bar, no summary")
-    p.add_argument("--suggest-deviations", action="store_true",
+    p.add_argument("--suggest-deviations", type=Path, default=None, metavar="DIR",
                    help="after the run, attribute rlm_compat-fixed's unexplained differences to "
-                        "profile switches and print deviations.toml entries for them (maintainers)")
+                        "profile switches, save the attribution for this Python in DIR, and print "
+                        "deviations.toml entries merged over every Python attributed in DIR "
+                        "(maintainers: run once per recorded Python version)")
     p.set_defaults(handler=_conformance)
 
 
@@ -148,15 +150,16 @@ def _conformance(args: argparse.Namespace) -> int:
         args.json.write_text(render_json(report), encoding="utf-8")
     if not args.quiet:
         print(render_summary(report))
-    if args.suggest_deviations:
-        _suggest(report, fixtures)
+    if args.suggest_deviations is not None:
+        _suggest(report, fixtures, args.suggest_deviations)
     return 1 if report.failed else 0
 
 
-def _suggest(report: Any, fixtures: Any) -> None:
+def _suggest(report: Any, fixtures: Any, directory: Path) -> None:
+    import json
     import platform
 
-    from .attribution import attribute_fixed, render_suggestions
+    from .attribution import Attribution, attribute_fixed, render_suggestions
     from .fixtures import read_jsonl
 
     python = ".".join(platform.python_version().split(".")[:2])
@@ -166,9 +169,13 @@ def _suggest(report: Any, fixtures: Any) -> None:
         if path is not None:
             lines.update({line["id"]: line for line in read_jsonl(path)})
     attribution = attribute_fixed(
-        report, lines, progress=lambda m: print(f"attribute: {m}", file=sys.stderr)
+        report, lines, python, progress=lambda m: print(f"attribute: {m}", file=sys.stderr)
     )
-    print(render_suggestions(attribution))
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / f"attribution.py{python}.json").write_text(json.dumps(attribution.to_json()))
+    merged = [Attribution.from_json(json.loads(p.read_text()))
+              for p in sorted(directory.glob("attribution.py*.json"))]
+    print(render_suggestions(merged, fixtures.versions("repl")))
 
 
 _SETUP = {
