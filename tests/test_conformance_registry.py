@@ -256,3 +256,37 @@ def test_cli_writes_reports_and_exits_by_result(tmp_path: Path, capsys: pytest.C
     assert "OK" in capsys.readouterr().out
     assert main(["conformance", "--fixtures", str(fixtures.root), "--quiet"]) == 1
     assert json.loads(render_json(_run(fixtures)))["failed"] is True
+
+
+def test_attribution_names_the_switch_behind_a_fixed_difference(tmp_path: Path) -> None:
+    from rlm_compat.conformance.attribution import (
+        Attribution,
+        attribute_fixed,
+        render_suggestions,
+        switch_documentation,
+    )
+    from rlm_compat.profiles import QUIRKS
+
+    assert set(switch_documentation()) == set(QUIRKS)
+    case = {"id": "repl.syn.inplace", "topic": "syn", "steps": ["x = 1\nx += 1", "y = 2\ny"]}
+    # "Recorded" here = what profile upstream does, so only switches can make fixed differ.
+    recorded = ProfileAdapter("upstream").run("repl", case)["result"]
+    for step in recorded["steps"]:
+        step.get("error", {}).pop("isa", None)  # the recorder never writes it
+    line = {"id": case["id"], "input": case, "expected": recorded}
+    for version in ("3.10", "3.11", "3.12", "3.13"):
+        write_jsonl(tmp_path / f"repl.py{version}.jsonl", [line])
+    report = run_conformance([ProfileAdapter("fixed")], FixtureSet.open(tmp_path), kinds=["repl"],
+                             progress_enabled=False)
+    assert report.implementations[0].results[0].status == "unexplained"
+    attribution = attribute_fixed(report, {case["id"]: line}, "3.11")
+    ((switches, cases),) = attribution.by_switches.items()
+    assert "no_inplace_guard" in switches and "stale_print_collector" not in switches
+    assert cases == ["repl.syn.inplace"] and attribution.unexplained == []
+    text = render_suggestions([attribution], ["3.11", "3.12"])
+    assert 'pythons = ["3.11"]' in text and "WARNING: no attribution from Python 3.12" in text
+    again = Attribution.from_json(json.loads(json.dumps(attribution.to_json())))
+    both = render_suggestions([attribution, Attribution("3.12", again.by_switches, [])], ["3.11", "3.12"])
+    assert "pythons" not in both and "WARNING" not in both
+    entry = Registry.parse(both).entries[0]
+    assert entry.kind == "fix" and entry.profiles == ("fixed",) and "no_inplace_guard" in entry.reason
