@@ -17,6 +17,7 @@ adapter could not produce a result: counted as *errored*) or ``{"skip": reason}`
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import os
 import platform
 import re
@@ -211,7 +212,11 @@ def _with_deadline(fn: Callable[[], _RESULT], limit: float) -> _RESULT:
 
 @dataclass
 class DriverAdapter:
-    """Another implementation, run by ``driver.py`` under its own Python."""
+    """Another implementation, run by ``driver.py`` under its own Python.
+
+    ``workers`` drivers run side by side (each case still in its own forked child), so a peer
+    whose executor starts a process per case (recursive-llm 0.5.0) does not dominate a run.
+    """
 
     name: str
     backend: str
@@ -225,42 +230,65 @@ class DriverAdapter:
     step_limit: float = 3.0
     gated: bool = False
     profile: str | None = None
-    _driver: DriverProcess | None = None
+    workers: int = 2
+    prompt_version: str | None = None
+    _drivers: list[DriverProcess] = field(default_factory=list)
 
     def start(self) -> dict[str, Any]:
-        self._driver = DriverProcess(
-            self.python, self.backend, paths=self.paths, label=self.label, step_limit=self.step_limit
-        )
-        return self._driver.start()
+        self._drivers = [
+            DriverProcess(self.python, self.backend, paths=self.paths, label=self.label,
+                          step_limit=self.step_limit)
+            for _ in range(max(self.workers, 1))
+        ]
+        with concurrent.futures.ThreadPoolExecutor(len(self._drivers)) as pool:
+            infos = list(pool.map(DriverProcess.start, self._drivers))
+        return infos[0]
 
     def stop(self) -> None:
-        if self._driver is not None:
-            self._driver.stop()
-            self._driver = None
+        for driver in self._drivers:
+            driver.stop()
+        self._drivers = []
 
-    def run(self, kind: str, case: dict[str, Any]) -> _RESULT:
+    def _skip(self, kind: str, case: dict[str, Any]) -> str | None:
         if kind not in self.kinds:
-            return {"skip": self.skip_reasons.get(kind, f"{self.name} has no {kind} entry point")}
+            return self.skip_reasons.get(kind, f"{self.name} has no {kind} entry point")
+        wanted = case.get("options", {}).get("prompt_version")
+        if kind == "loop" and self.prompt_version and wanted != self.prompt_version:
+            return f"recorded from the {wanted} checkout; {self.name} is {self.prompt_version}"
         if kind == "repl" and not self.sandboxed:
             unsafe = _unsafe_step(case)
             if unsafe:
-                return {"skip": f"no sandbox in {self.name}; not run: {unsafe}"}
-        assert self._driver is not None, "start() first"
-        reply = self._driver.run(kind, [case])[0]
-        if "failure" in reply:
-            return {"failure": str(reply["failure"])}
-        return {"result": reply["result"]}
+                return f"no sandbox in {self.name}; not run: {unsafe}"
+        return None
+
+    def run(self, kind: str, case: dict[str, Any]) -> _RESULT:
+        return self.run_many(kind, [case])[0]
 
     def run_many(self, kind: str, cases: list[dict[str, Any]]) -> list[_RESULT]:
-        """Batch form for pure cases (parser): one request, one reply."""
-        if kind not in self.kinds:
-            reason = self.skip_reasons.get(kind, f"{self.name} has no {kind} entry point")
-            return [{"skip": reason} for _ in cases]
-        assert self._driver is not None, "start() first"
-        out: list[_RESULT] = []
-        for reply in self._driver.run(kind, cases):
-            out.append({"failure": str(reply["failure"])} if "failure" in reply
-                       else {"result": reply["result"]})
+        """Results for ``cases`` in order, spread over the drivers."""
+        if not self._drivers:
+            raise RuntimeError(f"{self.name}: start() first")
+        out: list[_RESULT] = [{} for _ in cases]
+        todo: list[int] = []
+        for index, case in enumerate(cases):
+            reason = self._skip(kind, case)
+            if reason is None:
+                todo.append(index)
+            else:
+                out[index] = {"skip": reason}
+        shares = [todo[n::len(self._drivers)] for n in range(len(self._drivers))]
+
+        def work(driver: DriverProcess, share: list[int]) -> None:
+            batch = [cases[i] for i in share]
+            replies = driver.run(kind, batch) if kind == "parser" else [
+                driver.run(kind, [case])[0] for case in batch
+            ]
+            for index, reply in zip(share, replies, strict=True):
+                out[index] = ({"failure": str(reply["failure"])} if "failure" in reply
+                              else {"result": reply["result"]})
+
+        with concurrent.futures.ThreadPoolExecutor(len(self._drivers)) as pool:
+            list(pool.map(work, self._drivers, shares))
         return out
 
 
@@ -320,6 +348,7 @@ def make_adapter(
         return DriverAdapter(
             name, "ysz", python, paths=[str(checkout / "src")], label="2fb46cc",
             kinds=frozenset({"repl", "parser", "loop"}), step_limit=step_limit, gated=True,
+            prompt_version="2fb46cc",
         )
     if name == "recursive-llm-0.5.0":
         return DriverAdapter(

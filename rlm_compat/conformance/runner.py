@@ -44,6 +44,7 @@ STATUSES = ("pass", "deviation", "unexplained", "unexpected-pass", "skipped", "e
 FAILING = frozenset({"unexplained", "unexpected-pass", "errored"})
 KIND_ORDER = ("repl", "parser", "loop")
 _PARSER_BATCH = 500
+_CASE_BATCH = 20
 
 
 @dataclass
@@ -234,7 +235,7 @@ def _run_one(
         for kind in kinds:
             selected = [line for line in lines.for_python(kind, python, run) if selector(line["id"])]
             outcomes: Iterable[dict[str, Any]]
-            if kind == "parser" and isinstance(adapter, DriverAdapter):
+            if isinstance(adapter, DriverAdapter):
                 outcomes = _batched(adapter, kind, selected, progress)
             else:
                 outcomes = (_single(adapter, kind, line, seed_fixed, progress) for line in selected)
@@ -258,8 +259,9 @@ def _single(
 def _batched(
     adapter: DriverAdapter, kind: str, lines: list[dict[str, Any]], progress: Progress
 ) -> Iterable[dict[str, Any]]:
-    for start in range(0, len(lines), _PARSER_BATCH):
-        chunk = lines[start:start + _PARSER_BATCH]
+    size = _PARSER_BATCH if kind == "parser" else _CASE_BATCH
+    for start in range(0, len(lines), size):
+        chunk = lines[start:start + size]
         outcomes = adapter.run_many(kind, [line["input"] for line in chunk])
         progress.advance(len(chunk), label=f"{adapter.name} {kind}")
         yield from outcomes
