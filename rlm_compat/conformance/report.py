@@ -213,10 +213,10 @@ def render_markdown(report: RunReport, command: str = "", reproduce: Sequence[st
 
 
 def _skip_reasons(results: list[CaseResult]) -> list[tuple[str, int]]:
-    """Skip reasons grouped (the reason text up to a colon's specifics), most frequent first."""
+    """Skip reasons grouped by their first clause (the case-specific part dropped)."""
     counts: dict[str, int] = defaultdict(int)
     for r in results:
-        counts[r.detail.split(": step")[0].split("; not run:")[0]] += 1
+        counts[r.detail.split(";")[0]] += 1
     return sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
 
 
