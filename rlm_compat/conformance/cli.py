@@ -193,7 +193,12 @@ _SETUP = {
 
 def _reproduce_steps(names: list[str]) -> list[str]:
     """Shell lines that set up the venvs a run used (the command itself follows them)."""
-    lines = ["pip install -e '.[test]'"]
+    lines = [
+        "pip install -e '.[test]'",
+        "# fixtures (maintainers; checkouts of ysz/recursive-llm at 2fb46cc and cc7a826):",
+        "# rlm-compat record --upstream up-2fb46cc --upstream up-cc7a826 --python venvs/up310/bin/python "
+        "--python venvs/up311/bin/python --python venvs/up312/bin/python --python venvs/up313/bin/python",
+    ]
     for name in names:
         lines += _SETUP.get(name, [])
     return lines
