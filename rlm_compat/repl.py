@@ -103,6 +103,7 @@ class REPLExecutor:
         self.isolation = isolation
         self._options = CompileOptions.from_profile(self.profile)
         self._builtins = builtins_for(self.profile)
+        self._hot = {k: self._builtins[k] for k in _HOT_NAMES if k in self._builtins}
         self._random = random.Random()
 
     def __repr__(self) -> str:
@@ -159,9 +160,15 @@ class REPLExecutor:
         previous = LOCAL.state
         LOCAL.state = state
         swapped = _proxy_modules(env)
+        hot: dict[str, Any] = {}
         try:
             if namespace is env:
                 env["__builtins__"] = self._builtins
+                # Module-level code reads names with LOAD_NAME (env, env again, builtins); the
+                # per-operation guards are found on the first lookup while they sit in env.
+                for key, value in self._hot.items():
+                    hot[key] = env.get(key, _ABSENT)
+                    env[key] = value
             outcome, signal = run_with_deadline(
                 lambda: self._run(compiled, program, namespace, env, sink), deadline
             )
@@ -170,6 +177,11 @@ class REPLExecutor:
             for key, module, proxy in swapped:
                 if env.get(key) is proxy:
                     env[key] = module
+            for key, previous_value in hot.items():
+                if previous_value is _ABSENT:
+                    env.pop(key, None)
+                else:
+                    env[key] = previous_value
             if namespace is env:
                 if saved is _ABSENT:
                     env.pop("__builtins__", None)
@@ -281,6 +293,10 @@ class REPLExecutor:
 
 
 _ABSENT = object()
+_HOT_NAMES = (
+    "_getattr_", "_write_", "_rlm_type_", "_rlm_plain_types_", "_rlm_writable_types_",
+    "_rlm_print_", "_rlm_getattr_format_", "_rlm_mul_", "_rlm_pow_",
+)
 
 
 _RAISE_OPCODES = frozenset(dis.opmap[n] for n in ("RAISE_VARARGS", "RERAISE") if n in dis.opmap)

@@ -68,8 +68,9 @@ BLOCKED_ATTRIBUTES: frozenset[str] = frozenset(INSPECT_ATTRIBUTES | {"mro"})
 """Attribute names refused beyond the ``_`` prefix: frames, code, tracebacks, and ``mro()``
 (which would hand out base classes, e.g. the unguarded ``string.Formatter``)."""
 
-MAX_INT_BITS = 1 << 22
-"""Largest integer result (in bits, about 1.26 million digits) ``**`` / ``<<`` / ``*`` may build."""
+MAX_INT_BITS = 1 << 20
+"""Largest integer result (in bits, about 315,000 digits) ``**`` / ``<<`` / ``*`` may build; one
+multiplication at this size is still a few milliseconds of C time."""
 
 MAX_SEQUENCE_ITEMS = 1 << 26
 """Largest ``str`` / ``list`` / ... repetition result (items) ``*`` may build."""
@@ -378,6 +379,8 @@ def sandbox_metaclass(name: str, bases: tuple[Any, ...], ns: dict[str, Any], **k
 # --- size limits ----------------------------------------------------------------------------
 
 _INTS = (int, bool)
+_PLAIN_TYPES = frozenset({str, bytes, list, dict, tuple, set, frozenset, int, float, bool, complex})
+"""Exact types whose attributes the compiler may read natively (see prep._FastPlain)."""
 _SEQUENCES = (str, bytes, bytearray, list, tuple)
 
 
@@ -407,8 +410,14 @@ def guarded_lshift(a: Any, b: Any) -> Any:
 
 
 def guarded_mul(a: Any, b: Any) -> Any:
-    """``*`` at sites that may build huge results (a sequence or large-integer literal)."""
+    """``*`` (unless by a small number literal): huge repetitions and integers are refused first."""
     ta, tb = type(a), type(b)
+    if ta is float or tb is float:
+        return a * b
+    if ta is int and tb is int:
+        if a.bit_length() + b.bit_length() > MAX_INT_BITS:
+            raise _too_big("product", a.bit_length() + b.bit_length(), MAX_INT_BITS)
+        return a * b
     if ta in _INTS and isinstance(b, _SEQUENCES):
         count, seq = a, b
     elif tb in _INTS and isinstance(a, _SEQUENCES):
@@ -575,6 +584,9 @@ def builtins_for(profile: Profile) -> dict[str, Any]:
         _rlm_getattr_format_=fmt,
         _rlm_getattr_strict_=guarded_getattr,
         _rlm_getattr_format_strict_=guarded_getattr_format,
+        _rlm_type_=builtins.type,
+        _rlm_plain_types_=_PLAIN_TYPES,
+        _rlm_writable_types_=frozenset({dict, list}),
         _getitem_=operator.getitem,
         _getiter_=iter,
         _iter_unpack_sequence_=guarded_iter_unpack_sequence,

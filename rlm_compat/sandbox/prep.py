@@ -71,6 +71,7 @@ class CompileOptions:
     guarded_iteration: bool = False
     rp_syntax_only: bool = False
     trailing_line_heuristic: bool = False
+    fast_plain_attributes: bool = True
 
     @classmethod
     def from_profile(cls, p: Profile) -> CompileOptions:
@@ -84,6 +85,7 @@ class CompileOptions:
             guarded_iteration=p.guarded_iteration,
             rp_syntax_only=p.rp_syntax_only,
             trailing_line_heuristic=p.trailing_line_heuristic,
+            fast_plain_attributes=not p.missing_attr_is_none,
         )
 
 
@@ -367,35 +369,28 @@ def _call(name: str, args: list[ast.expr], like: ast.AST) -> ast.Call:
     return call
 
 
-def _is_int_literal(node: ast.AST) -> bool:
-    if isinstance(node, ast.Constant):
-        return type(node.value) is int
-    if isinstance(node, ast.UnaryOp):
-        return _is_int_literal(node.operand)
-    if isinstance(node, ast.BinOp):
-        return _is_int_literal(node.left) and _is_int_literal(node.right)
-    return False
-
-
-def _risky_factor(node: ast.AST) -> bool:
-    """A ``*`` operand that may make the product huge: a sequence literal or a big int literal."""
-    if isinstance(node, (ast.List, ast.Tuple, ast.JoinedStr)):
+def _small_number(node: ast.AST) -> bool:
+    """A numeric literal that cannot make a product huge (``i * 2``, ``x * 0.5``)."""
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
+        node = node.operand
+    if not isinstance(node, ast.Constant):
+        return False
+    v = node.value
+    if type(v) in (float, complex):
         return True
-    if isinstance(node, ast.Constant):
-        v = node.value
-        return isinstance(v, (str, bytes)) or (type(v) is int and abs(v) >= 1 << 16)
-    if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Pow, ast.LShift, ast.Mult)):
-        return _is_int_literal(node)
-    return False
+    return isinstance(v, int) and abs(v) < 1 << 16
+
+
+def _risky_product(left: ast.AST, right: ast.AST) -> bool:
+    """Every ``*`` may build a huge result unless one side is a small number literal."""
+    return not (_small_number(left) or _small_number(right))
 
 
 class _SizeGuards(ast.NodeTransformer):
-    """``**`` and ``<<`` always, ``*`` at risky sites, become size-checked guard calls."""
+    """``**``, ``<<`` and ``*`` (unless by a small number literal) become size-checked calls."""
 
     def visit_BinOp(self, node: ast.BinOp) -> Any:
-        risky_mul = isinstance(node.op, ast.Mult) and (
-            _risky_factor(node.left) or _risky_factor(node.right)
-        )
+        risky_mul = isinstance(node.op, ast.Mult) and _risky_product(node.left, node.right)
         self.generic_visit(node)
         guard = _guard_for(node.op, risky_mul)
         if guard is None:
@@ -403,7 +398,7 @@ class _SizeGuards(ast.NodeTransformer):
         return _call(guard, [node.left, node.right], node)
 
     def visit_AugAssign(self, node: ast.AugAssign) -> Any:
-        risky_mul = isinstance(node.op, ast.Mult) and _risky_factor(node.value)
+        risky_mul = isinstance(node.op, ast.Mult) and not _small_number(node.value)
         self.generic_visit(node)
         guard = _guard_for(node.op, risky_mul)
         if guard is None or not isinstance(node.target, ast.Name):
@@ -496,7 +491,48 @@ class _RenameGuards(ast.NodeTransformer):
         return node
 
 
+class _FastPlain(ast.NodeTransformer):
+    """Native access when the receiver is a plain builtin value, the guard otherwise.
+
+    ``name.attr`` (already ``_getattr_(name, 'attr')``) becomes
+    ``name.attr if type(name) in PLAIN else _getattr_(name, 'attr')``, and ``_write_(name)[k] = v``
+    skips the guard for an exact dict or list. For exact str / list / dict / int... the guard
+    could only return ``getattr(obj, attr)`` (no attribute of theirs is a module, ``format`` keeps
+    its own guard), so this changes nothing but the cost of a hot ``ch.isdigit()``.
+    """
+
+    def visit_Call(self, node: ast.Call) -> Any:
+        self.generic_visit(node)
+        func, args = node.func, node.args
+        if not (isinstance(func, ast.Name) and len(args) in (1, 2) and not node.keywords):
+            return node
+        receiver = args[0]
+        if not (isinstance(receiver, ast.Name) and isinstance(receiver.ctx, ast.Load)):
+            return node
+        name = args[1].value if len(args) == 2 and isinstance(args[1], ast.Constant) else None
+        if func.id == "_getattr_" and isinstance(name, str):
+            fast: ast.expr = ast.Attribute(
+                value=ast.Name(receiver.id, ast.Load()), attr=name, ctx=ast.Load()
+            )
+            kinds = "_rlm_plain_types_"
+        elif func.id == "_write_" and len(args) == 1:
+            fast = ast.Name(receiver.id, ast.Load())
+            kinds = "_rlm_writable_types_"
+        else:
+            return node
+        test = ast.Compare(
+            left=_call("_rlm_type_", [ast.Name(receiver.id, ast.Load())], node),
+            ops=[ast.In()],
+            comparators=[ast.Name(kinds, ast.Load())],
+        )
+        new = ast.IfExp(test=test, body=fast, orelse=node)
+        copy_locations(new, node)
+        return new
+
+
 def _finish_tree(tree: ast.Module, opts: CompileOptions) -> ast.Module:
+    if opts.fast_plain_attributes:
+        tree = _FastPlain().visit(tree)
     tree = _ZeroArgSuper().visit(tree)
     tree = _SizeGuards().visit(tree)
     tree = _HandlerTicks().visit(tree)
