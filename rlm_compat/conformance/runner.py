@@ -253,7 +253,10 @@ def _single(
     progress.advance(label=f"{adapter.name} {line['id']}")
     if line.get("hash_sensitive") and not seed_fixed:
         return {"skip": "output shows str-hash order; run with PYTHONHASHSEED=0 to compare it"}
-    return adapter.run(kind, line["input"])
+    try:
+        return adapter.run(kind, line["input"])
+    except Exception as exc:  # one broken case must not end the whole run
+        return {"failure": f"adapter raised {type(exc).__name__}: {exc}"}
 
 
 def _batched(
@@ -262,7 +265,10 @@ def _batched(
     size = _PARSER_BATCH if kind == "parser" else _CASE_BATCH
     for start in range(0, len(lines), size):
         chunk = lines[start:start + size]
-        outcomes = adapter.run_many(kind, [line["input"] for line in chunk])
+        try:
+            outcomes = adapter.run_many(kind, [line["input"] for line in chunk])
+        except Exception as exc:  # the driver could not even be restarted
+            outcomes = [{"failure": f"{type(exc).__name__}: {exc}"} for _ in chunk]
         progress.advance(len(chunk), label=f"{adapter.name} {kind}")
         yield from outcomes
 
