@@ -280,13 +280,14 @@ class RLM:
         )
 
     def _make_recursive_fn(self, loop: asyncio.AbstractEventLoop) -> Callable[[str, str], str]:
-        def recursive_llm(sub_query: str, sub_context: str) -> str:
+        # The name is observable: a wrong-arity call's TypeError names it, as upstream's does.
+        def sync_recursive_llm(sub_query: str, sub_context: str) -> str:
             """Answer ``sub_query`` over ``sub_context`` with a child RLM one level deeper."""
             if self._current_depth + 1 >= self.max_depth:
                 return f"Max recursion depth ({self.max_depth}) reached"
             return _run_on_loop(loop, self._child().acomplete(sub_query, sub_context))
 
-        return recursive_llm
+        return sync_recursive_llm
 
     def _make_llm_query(self, loop: asyncio.AbstractEventLoop) -> Callable[..., str]:
         def llm_query(prompt: str, model: str | None = None) -> str:
