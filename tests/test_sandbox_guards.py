@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import random
 import re
-import sys
 
 import pytest
 
@@ -179,7 +178,8 @@ def test_module_walks_are_refused(path: str) -> None:
     import importlib
 
     module, attr = path.split(".")
-    assert hasattr(importlib.import_module(module), attr)  # the walk exists for real
+    if not hasattr(importlib.import_module(module), attr):
+        pytest.skip(f"{path} does not exist on this Python")
     if attr.startswith("_"):
         code = f"import {module}\ngetattr({module}, '{attr}')"
     else:
@@ -300,7 +300,6 @@ def test_no_dangerous_builtins() -> None:
                 REPLExecutor(profile=profile).execute(f"{name}", {})
 
 
-@pytest.mark.skipif(sys.version_info < (3, 11), reason="itertools batched/other names vary")
 def test_endless_itertools_stop_at_the_timeout() -> None:
     from rlm_compat.errors import REPLTimeoutError
 

@@ -20,6 +20,7 @@ import ast
 import dataclasses
 import itertools
 import re
+import sys
 import textwrap
 import threading
 from collections import OrderedDict
@@ -45,6 +46,7 @@ __all__ = [
     "user_line",
 ]
 
+_PY310 = sys.version_info < (3, 11)
 _RUN_TAGS = frozenset({"", "python", "py", "python3", "py3", "repl"})
 _OPEN = re.compile(r"^([ \t]{0,3})(`{3,}|~{3,})[ \t]*([^\s`]*)[^`]*$")
 _TRAILING_KEYWORDS = ("=", "import", "def", "class", "if", "for", "while", "with")
@@ -474,6 +476,15 @@ class _HandlerTicks(ast.NodeTransformer):
         self.generic_visit(node)
         if node.finalbody:
             node.finalbody.insert(0, self._tick(node.finalbody[0]))
+        return node
+
+    def visit_While(self, node: ast.While) -> Any:
+        self.generic_visit(node)
+        if _PY310 and isinstance(node.body[0], ast.Try):
+            # CPython 3.10 skips pending-signal checks (and GIL hand-offs) when a jump lands on
+            # SETUP_FINALLY: `while True: try: ...` would never see the timeout, nor let the
+            # watchdog thread run.
+            node.body.insert(0, self._tick(node.body[0]))
         return node
 
 
