@@ -22,6 +22,7 @@ from .sandbox.modules import proxy_for_module
 from .sandbox.output import CappedText, PrintCollector
 from .sandbox.policy import builtins_for
 from .sandbox.prep import Compiled, CompileOptions, Program, compile_program, extract, user_line
+from .sandbox.process import ProcessRunner
 from .sandbox.violations import MemorySignal, SandboxViolation, TimeoutSignal
 
 __all__ = ["REPLError", "REPLExecutor"]
@@ -46,7 +47,9 @@ class REPLExecutor:
     as ``recursive_llm`` does not count); ``None`` (stored as ``math.inf``) disables it.
     ``max_output_chars``: longer output is cut with upstream's marker. ``profile``: ``"fixed"`` (default, or
     ``$RLM_COMPAT_PROFILE``), ``"upstream"`` or a :class:`Profile`. ``isolation``: ``"inline"``
-    runs in the calling thread. ``memory_limit_mb``: an execution during which the process grows
+    runs in the calling thread; ``"process"`` in a persistent worker process per executor, killed
+    and replaced at the timeout (see :mod:`rlm_compat.sandbox.process`).
+    ``memory_limit_mb``: an execution during which the process grows
     by more than this is stopped (Linux; ``None`` disables).
     """
 
@@ -82,11 +85,6 @@ class REPLExecutor:
             raise ConfigurationError(
                 f"isolation must be one of {list(_ISOLATIONS)}, not {isolation!r}"
             )
-        if isolation == "process":
-            raise ConfigurationError(
-                "isolation='process' is not available yet; use isolation='inline' "
-                "(timeouts cannot interrupt a single long C call inline, see docs/repl.md)"
-            )
         if memory_limit_mb is not None and (
             isinstance(memory_limit_mb, bool)
             or not isinstance(memory_limit_mb, int)
@@ -105,6 +103,11 @@ class REPLExecutor:
         self._builtins = builtins_for(self.profile)
         self._hot = {k: self._builtins[k] for k in _HOT_NAMES if k in self._builtins}
         self._random = random.Random()
+        self._process: ProcessRunner | None = None
+        if isolation == "process":
+            self._process = ProcessRunner(
+                self.profile, max_output_chars, memory_limit_mb, self.timeout
+            )
 
     def __repr__(self) -> str:
         return (
@@ -138,6 +141,10 @@ class REPLExecutor:
             raise REPLError(f"Execution error: code must be a str, not {type(code).__name__}")
         if not isinstance(env, dict):
             raise REPLError(f"Execution error: env must be a dict, not {type(env).__name__}")
+        if self._process is not None:
+            if not code.strip():
+                return "No code to execute"
+            return self._process.execute(code, env)
         program = extract(code, self._options.first_fence_only)
         if not program.source.strip():
             return "No code to execute"

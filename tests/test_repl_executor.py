@@ -51,11 +51,6 @@ def test_bad_constructor_arguments_raise_configuration_error(kwargs: dict) -> No
         REPLExecutor(**kwargs)
 
 
-def test_process_isolation_is_refused_with_a_clear_message() -> None:
-    with pytest.raises(ConfigurationError, match="not available yet"):
-        REPLExecutor(isolation="process")
-
-
 def test_defaults_and_repr_match_upstream_signature() -> None:
     ex = REPLExecutor()
     assert (ex.timeout, ex.max_output_chars, ex.isolation) == (5, 2000, "inline")

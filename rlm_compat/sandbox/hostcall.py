@@ -18,7 +18,7 @@ from .context import LOCAL
 from .policy import register_opaque, sandbox_classes
 from .violations import TimeoutSignal
 
-__all__ = ["HostCall", "host_call"]
+__all__ = ["HostCall", "host_call", "sanitized"]
 
 _TOKEN = object()
 
@@ -53,7 +53,7 @@ class HostCall:
         except (TimeoutSignal, KeyboardInterrupt, SystemExit):
             raise
         except BaseException as exc:
-            raise _sanitized(exc) from None
+            raise sanitized(exc) from None
         finally:
             if deadline is not None:
                 deadline.leave_host()
@@ -94,7 +94,7 @@ def _plain(value: Any, depth: int = 0) -> bool:
     return False
 
 
-def _sanitized(exc: BaseException) -> BaseException:
+def sanitized(exc: BaseException) -> BaseException:
     """The exception sandboxed code may see: same class and message, no host objects."""
     cls = type(exc)
     if cls in sandbox_classes():

@@ -1,0 +1,113 @@
+"""isolation="process": a persistent worker per executor, killed and replaced at the timeout."""
+
+from __future__ import annotations
+
+import re
+import time
+
+import pytest
+
+from rlm_compat.errors import FinalVarMissingError, REPLError, REPLSecurityError, REPLTimeoutError
+from rlm_compat.repl import REPLExecutor
+from rlm_compat.sandbox import host_call
+from rlm_compat.sandbox.process import WorkerObject
+
+
+@pytest.fixture(params=["fixed", "upstream"])
+def executor(request: pytest.FixtureRequest) -> REPLExecutor:
+    return REPLExecutor(timeout=1, profile=request.param, isolation="process")
+
+
+def test_state_persists_and_lands_in_env(executor: REPLExecutor) -> None:
+    env: dict = {"context": "Hello World", "re": re}
+    assert executor.execute("x = 5 + 3\nprint(x)", env) == "8"
+    assert env["x"] == 8 and env["re"] is re
+    assert executor.execute("words = re.findall(r'\\w+', context)\nprint(len(words))", env) == "2"
+    assert env["words"] == ["Hello", "World"]
+    env["extra"] = 41
+    assert executor.execute("print(extra + 1)", env) == "42"
+
+
+def test_in_place_changes_come_back() -> None:
+    ex = REPLExecutor(isolation="process")
+    env: dict = {"items": [1]}
+    ex.execute("items.append(2)", env)
+    assert env["items"] == [1, 2]
+
+
+def test_functions_stay_in_the_worker() -> None:
+    ex = REPLExecutor(isolation="process")
+    env: dict = {}
+    ex.execute("def double(v):\n    return v * 2", env)
+    assert isinstance(env["double"], WorkerObject) and "double" in repr(env["double"])
+    assert ex.execute("double(21)", env) == "42"
+
+
+def test_host_functions_run_in_the_parent() -> None:
+    calls: list[tuple[str, str]] = []
+
+    def recursive_llm(query: str, context: str) -> str:
+        calls.append((query, context))
+        return f"answer to {query}"
+
+    def final_var(name: str) -> None:
+        raise FinalVarMissingError(f"no variable {name!r}")
+
+    env: dict = {"recursive_llm": host_call(recursive_llm), "FINAL_VAR": host_call(final_var)}
+    ex = REPLExecutor(timeout=0.5, isolation="process")
+    assert ex.execute("print(recursive_llm('q', 'ctx'))", env) == "answer to q"
+    assert calls == [("q", "ctx")]
+    with pytest.raises(FinalVarMissingError, match="no variable 'x'"):
+        ex.execute("FINAL_VAR('x')", env)
+
+
+def test_host_time_does_not_count() -> None:
+    def slow() -> str:
+        time.sleep(0.7)
+        return "done"
+
+    ex = REPLExecutor(timeout=0.5, isolation="process")
+    assert ex.execute("print(slow())", {"slow": host_call(slow)}) == "done"
+
+
+@pytest.mark.parametrize(
+    "code",
+    ["re.match('(a+)+$', 'a' * 40 + 'b')", "sum(range(10 ** 12))", "while True:\n    pass"],
+)
+def test_a_single_long_c_call_is_stopped(executor: REPLExecutor, code: str) -> None:
+    env: dict = {"re": re, "keep": 1}
+    start = time.monotonic()
+    with pytest.raises(REPLTimeoutError):
+        executor.execute(code, env)
+    assert time.monotonic() - start < 1 + 0.5
+    assert executor.execute("print(keep)", env) == "1"
+
+
+def test_policy_still_applies() -> None:
+    ex = REPLExecutor(isolation="process")
+    with pytest.raises(REPLSecurityError):
+        ex.execute("import os", {})
+    with pytest.raises(REPLSecurityError):
+        ex.execute("re.enum", {"re": re})
+
+
+def test_a_dead_worker_is_replaced_with_env_resent() -> None:
+    ex = REPLExecutor(isolation="process")
+    env: dict = {"n": 1}
+    assert ex.execute("print(n)", env) == "1"
+    runner = ex._process
+    assert runner is not None and runner._proc is not None
+    runner._proc.kill()
+    runner._proc.wait()
+    assert ex.execute("print(n + 1)", env) == "2"
+
+
+def test_huge_allocation_fails_in_the_worker() -> None:
+    ex = REPLExecutor(timeout=5, isolation="process", memory_limit_mb=64)
+    with pytest.raises(REPLError, match="MemoryError"):
+        ex.execute("x = bytearray(10 ** 11)", {})
+    assert ex.execute("print('alive')", {}) == "alive"
+
+
+def test_blank_code() -> None:
+    assert REPLExecutor(isolation="process").execute("  ", {}) == "No code to execute"
