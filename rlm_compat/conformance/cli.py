@@ -180,14 +180,17 @@ def _suggest(report: Any, fixtures: Any, directory: Path) -> None:
 
 _SETUP = {
     "ysz-2fb46cc": [
-        "git clone https://github.com/ysz/recursive-llm up && git -C up checkout 2fb46cc",
-        "python3.11 -m venv venvs/up311 && venvs/up311/bin/pip install "
+        "git clone https://github.com/ysz/recursive-llm ../up/rlm-2fb46cc "
+        "&& git -C ../up/rlm-2fb46cc checkout 2fb46cc",
+        "python3.11 -m venv ../venvs/up311 && ../venvs/up311/bin/pip install "
         "RestrictedPython==9.0 litellm==1.106.2",
     ],
     "recursive-llm-0.5.0": [
-        "python3.11 -m venv venvs/rl050 && venvs/rl050/bin/pip install recursive-llm==0.5.0",
+        "python3.11 -m venv ../venvs/rl050 && ../venvs/rl050/bin/pip install recursive-llm==0.5.0",
     ],
-    "rlms-0.1.1": ["python3.11 -m venv venvs/rlms011 && venvs/rlms011/bin/pip install rlms==0.1.1"],
+    "rlms-0.1.1": [
+        "python3.11 -m venv ../venvs/rlms011 && ../venvs/rlms011/bin/pip install rlms==0.1.1"
+    ],
 }
 
 
@@ -196,8 +199,9 @@ def _reproduce_steps(names: list[str]) -> list[str]:
     lines = [
         "pip install -e '.[test]'",
         "# fixtures (maintainers; checkouts of ysz/recursive-llm at 2fb46cc and cc7a826):",
-        "# rlm-compat record --upstream up-2fb46cc --upstream up-cc7a826 --python venvs/up310/bin/python "
-        "--python venvs/up311/bin/python --python venvs/up312/bin/python --python venvs/up313/bin/python",
+        "# rlm-compat record --upstream ../up/rlm-2fb46cc --upstream ../up/rlm-cc7a826 "
+        "--python ../venvs/up310/bin/python --python ../venvs/up311/bin/python "
+        "--python ../venvs/up312/bin/python --python ../venvs/up313/bin/python",
     ]
     for name in names:
         lines += _SETUP.get(name, [])

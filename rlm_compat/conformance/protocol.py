@@ -73,9 +73,10 @@ class DriverProcess:
         startup_limit: float = 120.0,
         hash_seed: int = 0,
     ) -> None:
-        self.python = python
+        # The driver runs in a private working directory: relative paths must be fixed now.
+        self.python = os.path.abspath(python) if os.sep in python else (shutil.which(python) or python)
         self.backend = backend
-        self.paths = [str(p) for p in paths]
+        self.paths = [os.path.abspath(p) for p in paths]
         self.label = label
         self.step_limit = step_limit
         self.case_limit = case_limit
