@@ -158,8 +158,15 @@ def safe_getattr(obj: Any, name: Any, default: Any = _MISSING) -> Any:
         return default
 
 
-def safe_hasattr(obj: Any, name: Any) -> bool:
+def _two_args(args: tuple[Any, ...]) -> tuple[Any, Any]:
+    if len(args) != 2:
+        raise TypeError(f"hasattr expected 2 arguments, got {len(args)}")
+    return args[0], args[1]
+
+
+def safe_hasattr(*args: Any) -> bool:
     """The sandbox's ``hasattr``: True only for what ``getattr`` would hand out."""
+    obj, name = _two_args(args)
     try:
         checked_getattr(obj, name)
     except AttributeError:
@@ -167,8 +174,9 @@ def safe_hasattr(obj: Any, name: Any) -> bool:
     return True
 
 
-def upstream_hasattr(obj: Any, name: str) -> bool:
+def upstream_hasattr(*args: Any) -> bool:
     """2fb46cc's plain ``hasattr`` (it only answers a bool), with modules seen via their proxy."""
+    obj, name = _two_args(args)
     if type(obj) is _Module:
         obj = proxy_for_module(obj)
     return builtins.hasattr(obj, name)
@@ -378,6 +386,10 @@ def sandbox_metaclass(name: str, bases: tuple[Any, ...], ns: dict[str, Any], **k
 
 # --- size limits ----------------------------------------------------------------------------
 
+try:
+    iter(1, 2)  # type: ignore[call-overload]
+except TypeError as _exc:  # this Python's own wording
+    _ITER_NOT_CALLABLE = str(_exc)
 _INTS = (int, bool)
 _PLAIN_TYPES = frozenset({str, bytes, list, dict, tuple, set, frozenset, int, float, bool, complex})
 """Exact types whose attributes the compiler may read natively (see prep._FastPlain)."""
@@ -464,7 +476,7 @@ def safe_iter(obj: Any, *sentinel: Any) -> Iterator[Any]:
         if len(sentinel) > 1:
             raise TypeError(f"iter expected at most 2 arguments, got {1 + len(sentinel)}")
         if not callable(obj):
-            raise TypeError("iter(v, w): v must be callable")
+            raise TypeError(_ITER_NOT_CALLABLE)
         return callable_iterator(obj, sentinel[0])
     return iter(obj)
 
@@ -586,7 +598,7 @@ def builtins_for(profile: Profile) -> dict[str, Any]:
         _rlm_getattr_format_strict_=guarded_getattr_format,
         _rlm_type_=builtins.type,
         _rlm_plain_types_=_PLAIN_TYPES,
-        _rlm_writable_types_=frozenset({dict, list}),
+        _rlm_writable_types_=frozenset() if profile.no_write_guard else frozenset({dict, list}),
         _getitem_=operator.getitem,
         _getiter_=iter,
         _iter_unpack_sequence_=guarded_iter_unpack_sequence,

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+import importlib.metadata
 import itertools
 import re
 import sys
@@ -47,6 +48,7 @@ __all__ = [
 ]
 
 _PY310 = sys.version_info < (3, 11)
+_RP9 = int(importlib.metadata.version("RestrictedPython").split(".")[0]) >= 9
 _RUN_TAGS = frozenset({"", "python", "py", "python3", "py3", "repl"})
 _OPEN = re.compile(r"^([ \t]{0,3})(`{3,}|~{3,})[ \t]*([^\s`]*)[^`]*$")
 _TRAILING_KEYWORDS = ("=", "import", "def", "class", "if", "for", "while", "with")
@@ -358,7 +360,10 @@ class _ZeroArgSuper(ast.NodeTransformer):
             and not node.args
             and not node.keywords
         ):
-            node.args = [ast.Name("__class__", ast.Load()), ast.Name(first, ast.Load())]
+            node.args = [
+                ast.copy_location(ast.Name("__class__", ast.Load()), node),
+                ast.copy_location(ast.Name(first, ast.Load()), node),
+            ]
         return node
 
 
@@ -541,12 +546,16 @@ class _FastPlain(ast.NodeTransformer):
         return new
 
 
-def _finish_tree(tree: ast.Module, opts: CompileOptions) -> ast.Module:
-    if opts.fast_plain_attributes:
+def _finish_tree(tree: ast.Module, opts: CompileOptions, source: str) -> ast.Module:
+    # Each pass walks the whole tree; the source tells cheaply which ones can change anything.
+    if opts.fast_plain_attributes and "." in source:
         tree = _FastPlain().visit(tree)
-    tree = _ZeroArgSuper().visit(tree)
-    tree = _SizeGuards().visit(tree)
-    tree = _HandlerTicks().visit(tree)
+    if "super" in source:
+        tree = _ZeroArgSuper().visit(tree)
+    if "*" in source or "<<" in source or "pow" in source:
+        tree = _SizeGuards().visit(tree)
+    if "except" in source or "finally" in source or (_PY310 and "while" in source):
+        tree = _HandlerTicks().visit(tree)
     if not opts.trailing_line_heuristic and tree.body:
         last = tree.body[-1]
         if isinstance(last, ast.Expr):
@@ -557,7 +566,7 @@ def _finish_tree(tree: ast.Module, opts: CompileOptions) -> ast.Module:
             guard = ast.Pass()
             copy_locations(guard, first)
             tree.body.insert(0, guard)
-    return ast.fix_missing_locations(tree)
+    return tree  # every node made above got its location when it was made
 
 
 # --- compile + cache ----------------------------------------------------------------------------
@@ -607,7 +616,7 @@ def _compile(source: str, opts: CompileOptions) -> Compiled:
     transformer.visit(tree)
     if transformer.issues:
         return Compiled(None, None, tuple(transformer.issues), filename)
-    tree = _finish_tree(tree, opts)
+    tree = _finish_tree(tree, opts, source)
     try:
         code = compile(tree, filename, "exec", dont_inherit=True)
     except (SyntaxError, ValueError) as exc:  # e.g. 'break' outside loop
@@ -625,7 +634,9 @@ def _syntax_issue(exc: SyntaxError | ValueError) -> CompileIssue:
             statement=exc.text.strip() if exc.text else None,
         )
         return CompileIssue("syntax", exc.lineno, f"{type(exc).__name__}: {exc.msg}", text)
-    return CompileIssue("syntax", None, f"ValueError: {exc}", f"Line None: ValueError: {exc}")
+    # RestrictedPython 9 formats a ValueError (null byte) like a syntax error; 8.x gives its text.
+    upstream = f"Line None: ValueError: {exc}" if _RP9 else str(exc)
+    return CompileIssue("syntax", None, f"ValueError: {exc}", upstream)
 
 
 def _late_syntax_issue(exc: SyntaxError | ValueError) -> CompileIssue:
