@@ -185,7 +185,11 @@ def _case_toml(steps: list[str]) -> str:
 
 @pytest.mark.upstream
 def test_random_step_sequences_match_upstream(upstream_driver: DriverProcess) -> None:
-    """Profile upstream and the live checkout agree on random step sequences (stateful)."""
+    """Profile upstream and the live checkout agree on random step sequences (stateful).
+
+    Derandomized, so a CI run is reproducible; search further with a larger
+    ``RLM_COMPAT_STATEFUL_EXAMPLES`` (default 40).
+    """
     adapter = ProfileAdapter("upstream")
 
     class StepSequences(RuleBasedStateMachine):
@@ -217,6 +221,6 @@ def test_random_step_sequences_match_upstream(upstream_driver: DriverProcess) ->
     run_state_machine_as_test(
         StepSequences,
         settings=settings(max_examples=int(os.environ.get("RLM_COMPAT_STATEFUL_EXAMPLES", "40")),
-                          stateful_step_count=5, deadline=None,
+                          stateful_step_count=5, deadline=None, derandomize=True,
                           suppress_health_check=[HealthCheck.too_slow]),
     )
