@@ -79,6 +79,11 @@ class Profile:
     upstream_error_text: bool = False
     """Errors read ``Execution error: {message}`` (compile errors wrapped twice), without type or line."""
 
+    # --- where code runs ------------------------------------------------------------------------
+    inline_by_default: bool = False
+    """Model code runs in the calling process unless ``isolation="process"`` is asked for (2fb46cc
+    ran it inline); off: each session runs in a killable worker process unless ``isolation="inline"``."""
+
     # --- loop -----------------------------------------------------------------------------------
     final_before_exec: bool = False
     """FINAL / FINAL_VAR are checked in the raw response before its code is executed."""

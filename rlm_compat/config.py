@@ -1,0 +1,170 @@
+"""One frozen configuration for the REPL, passed whole from RLM to executor to runner to worker.
+
+In the spirit of httpx's ``Timeout`` / ``Limits`` and attrs' ``evolve``: every knob that decides how
+model code runs lives in :class:`ReplConfig` (and its :class:`Limits`), built and validated once;
+children copy it, the worker receives it in one versioned message. ``replace(...)`` makes a
+changed copy.
+
+Environment variables fill what the caller left unset: ``RLM_COMPAT_PROFILE`` (see
+:mod:`rlm_compat.profiles`), ``RLM_COMPAT_ISOLATION`` (``inline`` / ``process``) and
+``RLM_COMPAT_WORKER_START`` (``forkserver`` / ``spawn``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import os
+from typing import Any
+
+from .errors import ConfigurationError
+from .profiles import Profile, resolve_profile
+
+__all__ = [
+    "ISOLATIONS",
+    "ISOLATION_ENV",
+    "START_METHODS",
+    "START_METHOD_ENV",
+    "Limits",
+    "ReplConfig",
+]
+
+ISOLATIONS = ("inline", "process")
+START_METHODS = ("forkserver", "spawn")
+ISOLATION_ENV = "RLM_COMPAT_ISOLATION"
+START_METHOD_ENV = "RLM_COMPAT_WORKER_START"
+
+
+def _check_count(name: str, value: Any, *, allow_zero: bool = False) -> None:
+    if value is None:
+        return
+    low = 0 if allow_zero else 1
+    if isinstance(value, bool) or not isinstance(value, int) or value < low:
+        kind = "non-negative" if allow_zero else "positive"
+        raise ConfigurationError(f"{name} must be a {kind} integer or None, not {value!r}")
+
+
+@dataclasses.dataclass(frozen=True)
+class Limits:
+    """Resource limits of one REPL session; ``None`` switches one off.
+
+    ``memory_mb``: what model code may allocate. In a worker it is the address-space allowance
+    above the worker's start size and the data the host sent it (a single huge allocation fails
+    at once with MemoryError); inline, a step whose process grows by more than this is stopped.
+    ``cpu_seconds``: CPU time per step in a worker (a backstop when ``timeout`` is None).
+    ``open_files``: the worker's file-descriptor limit. ``file_size_bytes``: the largest file
+    the worker may write (0: none). ``reply_bytes``: the most the parent reads back from a worker
+    for one step (a bigger reply kills the worker with a clear error). ``answer_chars``: the
+    longest final answer ``FINAL`` / ``FINAL_VAR`` may produce.
+    """
+
+    memory_mb: int | None = 1024
+    cpu_seconds: int | None = 60
+    open_files: int | None = 64
+    file_size_bytes: int | None = 0
+    reply_bytes: int | None = 256 << 20
+    answer_chars: int | None = 1_000_000
+
+    def __post_init__(self) -> None:
+        for name in ("memory_mb", "cpu_seconds", "open_files", "reply_bytes", "answer_chars"):
+            _check_count(name, getattr(self, name))
+        _check_count("file_size_bytes", self.file_size_bytes, allow_zero=True)
+        if self.open_files is not None and self.open_files < 16:
+            raise ConfigurationError(
+                f"open_files must be at least 16 (the worker needs a few itself), not {self.open_files}"
+            )
+
+    def replace(self, **changes: Any) -> Limits:
+        """A copy with some limits changed (validated)."""
+        return _replace(self, changes)
+
+    @classmethod
+    def none(cls) -> Limits:
+        """Every limit off (trusted code only)."""
+        return cls(None, None, None, None, None, None)
+
+
+@dataclasses.dataclass(frozen=True)
+class ReplConfig:
+    """How model code runs: profile, per-step timeout, output cap, isolation, limits.
+
+    ``isolation``: ``"process"`` runs each session in a killable worker process (the default of
+    profile ``fixed``); ``"inline"`` in the calling thread (the default of profiles with
+    ``inline_by_default``, such as ``upstream``). ``None`` means ``$RLM_COMPAT_ISOLATION`` or
+    the profile's default; the stored value is always resolved. ``start_method``: how workers
+    start — ``"forkserver"`` (a pre-warmed template process forks them; Linux and other POSIX
+    systems with ``fork``) or ``"spawn"`` (a fresh interpreter each; slower, works everywhere).
+    ``None`` means ``$RLM_COMPAT_WORKER_START`` or the fastest one available.
+    """
+
+    profile: Profile = dataclasses.field(default_factory=Profile.fixed)
+    timeout: float = 5.0
+    max_output_chars: int = 2000
+    isolation: str | None = None
+    limits: Limits = dataclasses.field(default_factory=Limits)
+    start_method: str | None = None
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.profile, Profile):
+            object.__setattr__(self, "profile", resolve_profile(self.profile))
+        timeout = math.inf if self.timeout is None else self.timeout
+        if (
+            isinstance(timeout, bool)
+            or not isinstance(timeout, (int, float))
+            or math.isnan(timeout)
+            or timeout <= 0
+        ):
+            raise ConfigurationError(
+                f"timeout must be a positive number of seconds (or None for none), not {timeout!r}"
+            )
+        object.__setattr__(self, "timeout", float(timeout))
+        chars = self.max_output_chars
+        if isinstance(chars, bool) or not isinstance(chars, int) or chars < 0:
+            raise ConfigurationError(
+                f"max_output_chars must be a non-negative integer, not {chars!r}"
+            )
+        if not isinstance(self.limits, Limits):
+            raise ConfigurationError(
+                f"limits must be a rlm_compat.Limits, not {type(self.limits).__name__}"
+            )
+        isolation = self.isolation
+        if isolation is None:
+            isolation = os.environ.get(ISOLATION_ENV) or (
+                "inline" if self.profile.inline_by_default else "process"
+            )
+        if isolation not in ISOLATIONS:
+            raise ConfigurationError(
+                f"isolation must be one of {list(ISOLATIONS)}, not {isolation!r}"
+            )
+        object.__setattr__(self, "isolation", isolation)
+        start = self.start_method
+        if start is None:
+            start = os.environ.get(START_METHOD_ENV) or (
+                "forkserver" if hasattr(os, "fork") else "spawn"
+            )
+        if start not in START_METHODS:
+            raise ConfigurationError(
+                f"start_method must be one of {list(START_METHODS)}, not {start!r}"
+            )
+        if start == "forkserver" and not hasattr(os, "fork"):
+            raise ConfigurationError("start_method 'forkserver' needs os.fork; use 'spawn'")
+        object.__setattr__(self, "start_method", start)
+
+    def replace(self, **changes: Any) -> ReplConfig:
+        """A copy with some fields changed (validated); ``profile`` may be a name."""
+        return _replace(self, changes)
+
+    @property
+    def in_process(self) -> bool:
+        """Whether sessions run in a worker process."""
+        return self.isolation == "process"
+
+
+def _replace(obj: Any, changes: dict[str, Any]) -> Any:
+    known = {f.name for f in dataclasses.fields(obj)}
+    unknown = sorted(set(changes) - known)
+    if unknown:
+        raise ConfigurationError(
+            f"unknown {type(obj).__name__} field(s) {unknown}; known: {sorted(known)}"
+        )
+    return dataclasses.replace(obj, **changes)
