@@ -17,7 +17,7 @@ from typing import Any
 from .errors import ConfigurationError, REPLError, REPLSecurityError, REPLTimeoutError
 from .profiles import Profile, resolve_profile
 from .sandbox.context import LOCAL, ExecState
-from .sandbox.inline import Deadline, run_with_deadline
+from .sandbox.deadline import Deadline, run_with_deadline
 from .sandbox.modules import proxy_for_module
 from .sandbox.output import CappedText, PrintCollector
 from .sandbox.policy import builtins_for

@@ -12,7 +12,7 @@ from rlm_compat.errors import REPLError, REPLTimeoutError
 from rlm_compat.profiles import Profile
 from rlm_compat.repl import REPLExecutor
 from rlm_compat.sandbox import HostCall, host_call
-from rlm_compat.sandbox.inline import resident_bytes
+from rlm_compat.sandbox.deadline import resident_bytes
 
 TIMEOUT = 0.4
 SLACK = 0.5

@@ -2,7 +2,7 @@
 
 Layout (transformer and guards kept apart, as in RestrictedPython): :mod:`.prep` turns a
 response into restricted bytecode, :mod:`.policy` holds the runtime guards and builtins,
-:mod:`.modules` the module proxies, :mod:`.output` print capture, :mod:`.inline` timeouts, and
+:mod:`.modules` the module proxies, :mod:`.output` print capture, :mod:`.deadline` timeouts, and
 :mod:`.hostcall` the marker for host functions placed in the namespace.
 """
 

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     import random
 
-    from .inline import Deadline
+    from .deadline import Deadline
     from .output import CappedText
 
 __all__ = ["LOCAL", "ExecState"]

@@ -554,7 +554,7 @@ def _injected() -> dict[str, Any]:
 @functools.cache
 def builtins_for(profile: Profile) -> dict[str, Any]:
     """The ``__builtins__`` mapping for ``profile``: built once, shared, never handed out."""
-    from .inline import deadline_tick, generator_tick
+    from .deadline import deadline_tick, generator_tick
 
     b: dict[str, Any] = {name: getattr(builtins, name) for name in _UPSTREAM_NAMES}
     b.update({name: getattr(builtins, name) for name in _RP_EXCEPTIONS})
