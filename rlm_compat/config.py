@@ -15,7 +15,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import os
-from typing import Any
+from typing import Any, TypeVar
 
 from .errors import ConfigurationError
 from .profiles import Profile, resolve_profile
@@ -105,8 +105,8 @@ class ReplConfig:
     start_method: str | None = None
 
     def __post_init__(self) -> None:
-        if not isinstance(self.profile, Profile):
-            object.__setattr__(self, "profile", resolve_profile(self.profile))
+        profile: Any = self.profile  # a name is accepted too
+        object.__setattr__(self, "profile", resolve_profile(profile))
         timeout = math.inf if self.timeout is None else self.timeout
         if (
             isinstance(timeout, bool)
@@ -160,7 +160,10 @@ class ReplConfig:
         return self.isolation == "process"
 
 
-def _replace(obj: Any, changes: dict[str, Any]) -> Any:
+_C = TypeVar("_C", Limits, ReplConfig)
+
+
+def _replace(obj: _C, changes: dict[str, Any]) -> _C:
     known = {f.name for f in dataclasses.fields(obj)}
     unknown = sorted(set(changes) - known)
     if unknown:

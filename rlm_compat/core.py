@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import copy
+import functools
 import re
 from collections.abc import Callable, Coroutine, Iterable, Mapping
 from typing import Any, TypeVar
@@ -21,6 +23,7 @@ from typing import Any, TypeVar
 from . import parser as _parser
 from ._lazy import LazyModule
 from .clients import LiteLLMClient, LLMClient
+from .config import Limits, ReplConfig
 from .errors import ConfigurationError, LLMCallError, MaxDepthError, MaxIterationsError, RLMError
 from .profiles import Profile, resolve_profile
 from .prompts import build_system_prompt
@@ -64,23 +67,27 @@ def run_sync(coro: Coroutine[Any, Any, _T]) -> _T:
 
 
 class _FinalBox:
-    """Where the REPL's callable ``FINAL`` / ``FINAL_VAR`` leave the answer for the loop."""
+    """Where the REPL's callable ``FINAL`` / ``FINAL_VAR`` leave the answer for the loop.
+
+    The texts arrive already made on the sandbox's side (host function kinds ``answer`` and
+    ``answer_var``): a model-defined ``__str__`` never runs here.
+    """
 
     def __init__(self, env: Mapping[str, Any]) -> None:
         self._env = env
         self.answer: str | None = None
 
-    def final(self, value: Any) -> None:
+    def final(self, text: str) -> None:
         """FINAL(value): end the run after this step with ``str(value)``."""
         if self.answer is None:
-            self.answer = str(value)
+            self.answer = text
 
-    def final_var(self, name: Any) -> None:
+    def final_var(self, name: Any, text: str | None) -> None:
         """FINAL_VAR(name): end the run after this step with ``str(env[name])``."""
-        key = name if isinstance(name, str) else None
-        if key is None or key not in self._env:
-            raise _parser.missing_variable_error(key if key is not None else repr(name), self._env)
-        self.final(self._env[key])
+        if text is None:
+            key = name if isinstance(name, str) else repr(name)
+            raise _parser.missing_variable_error(key, self._env)
+        self.final(text)
 
 
 class RLM:
@@ -99,8 +106,11 @@ class RLM:
         profile: str | Profile | None = None,
         prompt_version: str | None = None,
         client: LLMClient | None = None,
-        repl_timeout: float = 5,
+        repl_timeout: float | None = 5,
         max_output_chars: int = 2000,
+        isolation: str | None = None,
+        limits: Limits | None = None,
+        repl_config: ReplConfig | None = None,
         **llm_kwargs: Any,
     ) -> None:
         """Same positional parameters as upstream; keyword-only additions default to its behaviour.
@@ -108,7 +118,9 @@ class RLM:
         ``profile``: ``"fixed"`` (default, or ``$RLM_COMPAT_PROFILE``), ``"upstream"`` or a Profile.
         ``prompt_version``: ``"cc7a826"`` (default) or ``"2fb46cc"``, upstream's exact system prompt.
         ``client``: where model calls go; default litellm through ``rlm_compat.core.litellm``.
-        Anything else is passed to the model call, as upstream's ``**llm_kwargs``.
+        ``repl_timeout``, ``max_output_chars``, ``isolation``, ``limits``: the REPL's
+        :class:`~rlm_compat.config.ReplConfig` (or pass ``repl_config`` whole); child RLMs
+        inherit it. Anything else is passed to the model call, as upstream's ``**llm_kwargs``.
         """
         if not isinstance(model, str) or not model:
             raise ConfigurationError("model must be a non-empty string such as 'gpt-4o-mini'")
@@ -123,11 +135,24 @@ class RLM:
         self.max_iterations = max_iterations
         self._current_depth = _current_depth
         self.llm_kwargs = llm_kwargs
-        self.profile = resolve_profile(profile)
+        if repl_config is None:
+            repl_config = ReplConfig(
+                profile=resolve_profile(profile),
+                timeout=repl_timeout,  # type: ignore[arg-type]  # None -> inf, validated
+                max_output_chars=max_output_chars,
+                isolation=isolation,
+                limits=Limits() if limits is None else limits,
+            )
+        elif not isinstance(repl_config, ReplConfig):
+            raise ConfigurationError(
+                f"repl_config must be a ReplConfig, not {type(repl_config).__name__}"
+            )
+        self.repl_config = repl_config
+        self.profile = repl_config.profile
         self.prompt_version = prompt_version
         build_system_prompt(0, version=prompt_version)  # fail now on an unknown version
         self.client: LLMClient = client if client is not None else LiteLLMClient(_litellm_module)
-        self.repl = REPLExecutor(repl_timeout, max_output_chars, profile=self.profile)
+        self.repl = REPLExecutor(config=repl_config)
         self._llm_calls = 0
         self._iterations = 0
         self.messages: list[Message] = []
@@ -152,11 +177,13 @@ class RLM:
             raise MaxDepthError(f"Max recursion depth ({self.max_depth}) exceeded")
 
         loop = asyncio.get_running_loop()
+        # One REPL session per run: concurrent runs of one RLM never share a namespace or worker.
+        self.repl = repl = REPLExecutor(config=self.repl_config)
         env = self._build_repl_env(query, context, loop)
         box = _FinalBox(env)
         if not self.profile.minimal_env:
-            env["FINAL"] = host_call(box.final)
-            env["FINAL_VAR"] = host_call(box.final_var)
+            env["FINAL"] = host_call(box.final, "answer")
+            env["FINAL_VAR"] = host_call(box.final_var, "answer_var")
 
         self.messages = messages = [
             Message(role="system", content=self._system_prompt(context)),
@@ -164,29 +191,45 @@ class RLM:
         ]
         resolve = _upstream_resolution if self.profile.upstream_parser else _parser.resolve_final
         with concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="rlm-repl") as repl_thread:
-            for iteration in range(self.max_iterations):
-                self._iterations = iteration + 1
-                response = await self._call_llm(messages, **kwargs)
+            try:
+                return await self._loop(repl, messages, env, box, resolve, loop, repl_thread, kwargs)
+            finally:
+                repl.close()
 
-                if self.profile.final_before_exec:
-                    early = resolve(response, env)
-                    if early.answer is not None:
-                        return early.answer
+    async def _loop(
+        self,
+        repl: REPLExecutor,
+        messages: list[Message],
+        env: dict[str, Any],
+        box: _FinalBox,
+        resolve: Callable[..., _parser.FinalResolution],
+        loop: asyncio.AbstractEventLoop,
+        repl_thread: concurrent.futures.ThreadPoolExecutor,
+        kwargs: dict[str, Any],
+    ) -> str:
+        """The iterations of one run (the REPL session is released by the caller)."""
+        for iteration in range(self.max_iterations):
+            self._iterations = iteration + 1
+            response = await self._call_llm(messages, **kwargs)
 
-                observation = await loop.run_in_executor(
-                    repl_thread, self._observe, response, env
-                )
-                if box.answer is not None:
-                    return box.answer
-                if not self.profile.final_before_exec:
-                    late = resolve(response, env)
-                    if late.answer is not None:
-                        return late.answer
-                    if late.feedback:
-                        observation = f"{observation}\n{late.feedback}"
+            settle = functools.partial(resolve, response, env, render=functools.partial(repl.render, env))
+            if self.profile.final_before_exec:
+                early = await loop.run_in_executor(repl_thread, settle)
+                if early.answer is not None:
+                    return str(early.answer)
 
-                messages.append(Message(role="assistant", content=response))
-                messages.append(Message(role="user", content=observation))
+            observation = await loop.run_in_executor(repl_thread, self._observe, repl, response, env)
+            if box.answer is not None:
+                return box.answer
+            if not self.profile.final_before_exec:
+                late = await loop.run_in_executor(repl_thread, settle)
+                if late.answer is not None:
+                    return str(late.answer)
+                if late.feedback:
+                    observation = f"{observation}\n{late.feedback}"
+
+            messages.append(Message(role="assistant", content=response))
+            messages.append(Message(role="user", content=observation))
 
         raise MaxIterationsError(
             f"Max iterations ({self.max_iterations}) exceeded without FINAL()"
@@ -221,10 +264,11 @@ class RLM:
     def _system_prompt(self, context: Any) -> str:
         return build_system_prompt(len(context), self._current_depth, version=self.prompt_version)
 
-    def _observe(self, response: str, env: dict[str, Any]) -> str:
+    @staticmethod
+    def _observe(repl: REPLExecutor, response: str, env: dict[str, Any]) -> str:
         """Execute a response and turn the outcome into the next user message (upstream's texts)."""
         try:
-            return self.repl.execute(response, env)
+            return repl.execute(response, env)
         except REPLError as exc:
             return f"Error: {exc}"
         except Exception as exc:  # upstream feeds any other failure back too
@@ -263,21 +307,13 @@ class RLM:
         return env
 
     def _child(self) -> RLM:
-        return RLM(
-            model=self.recursive_model,
-            recursive_model=self.recursive_model,
-            api_base=self.api_base,
-            api_key=self.api_key,
-            max_depth=self.max_depth,
-            max_iterations=self.max_iterations,
-            _current_depth=self._current_depth + 1,
-            profile=self.profile,
-            prompt_version=self.prompt_version,
-            client=self.client,
-            repl_timeout=self.repl.timeout,
-            max_output_chars=self.repl.max_output_chars,
-            **self.llm_kwargs,
-        )
+        """One level deeper on the recursive model; every other setting inherited whole."""
+        child = copy.copy(self)
+        child.model = self.recursive_model
+        child._current_depth = self._current_depth + 1
+        child._llm_calls = child._iterations = 0
+        child.messages = []
+        return child
 
     def _make_recursive_fn(self, loop: asyncio.AbstractEventLoop) -> Callable[[str, str], str]:
         # The name is observable: a wrong-arity call's TypeError names it, as upstream's does.
@@ -346,8 +382,10 @@ def _litellm_module() -> Any:
     return litellm
 
 
-def _upstream_resolution(response: str, env: Mapping[str, Any]) -> _parser.FinalResolution:
+def _upstream_resolution(
+    response: str, env: Mapping[str, Any], *, render: Callable[[str], str] | None = None
+) -> _parser.FinalResolution:
     """Upstream's rule: the response ends the run if ``is_final`` and ``parse_response`` agree."""
     if is_final(response):
-        return _parser.FinalResolution(parse_response(response, env), None)
+        return _parser.FinalResolution(parse_response(response, env, render=render), None)
     return _parser.FinalResolution(None, None)

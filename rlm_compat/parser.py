@@ -34,7 +34,7 @@ import keyword
 import re
 import types
 import warnings
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -73,12 +73,19 @@ def extract_final(response: str) -> str | None:
     return None
 
 
-def extract_final_var(response: str, env: Mapping[str, Any]) -> str | None:
-    """``str(env[name])`` for the first ``FINAL_VAR(name)``, or None when absent or unbound."""
+def extract_final_var(
+    response: str, env: Mapping[str, Any], *, render: Callable[[str], str] | None = None
+) -> str | None:
+    """``str(env[name])`` for the first ``FINAL_VAR(name)``, or None when absent or unbound.
+
+    ``render(name)``, when given, makes the text instead of ``str()`` here (the REPL runner does
+    it under the step's limits, in the worker process when the value lives there).
+    """
     found = _UPSTREAM_FINAL_VAR.search(response)
     if found is None or found.group(1) not in env:
         return None
-    return str(env[found.group(1)])
+    name = found.group(1)
+    return render(name) if render is not None else str(env[name])
 
 
 def is_final(response: str) -> bool:
@@ -86,11 +93,13 @@ def is_final(response: str) -> bool:
     return "FINAL(" in response or "FINAL_VAR(" in response
 
 
-def parse_response(response: str, env: Mapping[str, Any]) -> str | None:
+def parse_response(
+    response: str, env: Mapping[str, Any], *, render: Callable[[str], str] | None = None
+) -> str | None:
     """``extract_final`` first, then ``extract_final_var``; None when neither gives an answer."""
     answer = extract_final(response)
     if answer is None:
-        answer = extract_final_var(response, env)
+        answer = extract_final_var(response, env, render=render)
     return answer
 
 
@@ -129,11 +138,14 @@ class Directive:
         return self.source is not None
 
 
-def resolve_final(response: str, env: Mapping[str, Any]) -> FinalResolution:
+def resolve_final(
+    response: str, env: Mapping[str, Any], *, render: Callable[[str], str] | None = None
+) -> FinalResolution:
     """The fixed parser: the answer the response ends the run with, or feedback, or neither.
 
     ``env`` is the REPL namespace after the response's code ran, so ``x = 1`` followed by
-    ``FINAL_VAR(x)`` resolves. Never raises.
+    ``FINAL_VAR(x)`` resolves; ``render(name)`` makes a variable's text when given (see
+    :func:`extract_final_var`). Never raises.
     """
     text = _normalise(response)
     hit = _first_directive(text)
@@ -145,7 +157,7 @@ def resolve_final(response: str, env: Mapping[str, Any]) -> FinalResolution:
             f"{hit.kind}( on line {_line_of(text, hit.start)} is never closed (missing ')' or an "
             "unterminated string), so it did not end the run.",
         )
-    return _resolve(text, hit, env)
+    return _resolve(text, hit, env, render)
 
 
 def is_final_fixed(response: str, env: Mapping[str, Any]) -> bool:
@@ -412,13 +424,15 @@ def _pending_hit(pending: tuple[str, int, int] | None, close: int | None) -> _Hi
 # --- fixed parser: resolving -----------------------------------------------------------------------
 
 
-def _resolve(text: str, hit: _Hit, env: Mapping[str, Any]) -> FinalResolution:
+def _resolve(
+    text: str, hit: _Hit, env: Mapping[str, Any], render: Callable[[str], str] | None
+) -> FinalResolution:
     assert hit.close is not None
     source = text[hit.start : hit.close + 1]
     shown = _shown(source, hit, text)
     shape, name = _argument_shape(text, hit.paren + 1, hit.close)
     if shape == "name":
-        return _lookup(shown, name, env, bare=hit.kind == "FINAL")
+        return _lookup(shown, name, env, render, bare=hit.kind == "FINAL")
     if shape == "expr" and hit.close - hit.paren > _MAX_EXPR_CHARS:
         return _feedback(
             f"{shown}: the argument is too long to read as text; store the value in a variable "
@@ -432,14 +446,14 @@ def _resolve(text: str, hit: _Hit, env: Mapping[str, Any]) -> FinalResolution:
     argument = call.args[0]
     if hit.kind == "FINAL_VAR":
         if isinstance(argument, ast.Name):
-            return _lookup(shown, argument.id, env, bare=False)
+            return _lookup(shown, argument.id, env, render, bare=False)
         if isinstance(argument, ast.Constant) and isinstance(argument.value, str):
-            return _lookup(shown, argument.value, env, bare=False)
+            return _lookup(shown, argument.value, env, render, bare=False)
         return _feedback(
             f'{shown}: FINAL_VAR takes a variable name, e.g. FINAL_VAR(answer) or FINAL_VAR("answer").'
         )
     if isinstance(argument, ast.Name):
-        return _lookup(shown, argument.id, env, bare=True)
+        return _lookup(shown, argument.id, env, render, bare=True)
     return _literal_answer(shown, argument)
 
 
@@ -461,14 +475,21 @@ def _literal_answer(shown: str, argument: ast.expr) -> FinalResolution:
         return _feedback(f"{shown}: {exc}")
 
 
-def _lookup(shown: str, name: str, env: Mapping[str, Any], *, bare: bool) -> FinalResolution:
+def _lookup(
+    shown: str,
+    name: str,
+    env: Mapping[str, Any],
+    render: Callable[[str], str] | None,
+    *,
+    bare: bool,
+) -> FinalResolution:
     if name not in env:
         message = _missing_message(shown, name, env)
         if bare:
             message += '. To answer with text, quote it: FINAL("...")'
         return _feedback(message)
     try:
-        return FinalResolution(str(env[name]), None)
+        return FinalResolution(render(name) if render is not None else str(env[name]), None)
     except Exception as exc:  # a user object whose __str__ fails must not crash the loop
         return _feedback(f"{shown}: str() of variable {name!r} failed ({type(exc).__name__}: {exc})")
 

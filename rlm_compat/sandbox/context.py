@@ -22,7 +22,7 @@ __all__ = ["LOCAL", "ExecState"]
 class ExecState:
     """What one running ``execute`` call shares with the guards it installed."""
 
-    __slots__ = ("deadline", "env", "limit", "random", "sink")
+    __slots__ = ("answer_chars", "deadline", "env", "limit", "random", "sink")
 
     def __init__(
         self,
@@ -31,12 +31,14 @@ class ExecState:
         env: dict[str, Any],
         rng: random.Random,
         deadline: Deadline | None,
+        answer_chars: int | None = None,
     ) -> None:
         self.sink = sink
         self.limit = limit
         self.env = env
         self.random = rng
         self.deadline = deadline
+        self.answer_chars = answer_chars
 
 
 class _Local(threading.local):

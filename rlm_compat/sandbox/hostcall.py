@@ -1,5 +1,12 @@
 """Host functions placed in the REPL namespace (recursive_llm, llm_query, FINAL, FINAL_VAR).
 
+A host function has a *kind*: ``"call"`` (arguments passed as they are), ``"answer"`` (``FINAL``:
+the argument becomes its final-answer text *before* the host is entered, so a model-defined
+``__str__`` runs under the step's deadline and limits, in the worker when there is one, and the
+host only ever receives a bounded ``str``) or ``"answer_var"`` (``FINAL_VAR``: the variable is
+looked up in the running step's namespace and rendered the same way; the host receives
+``(name, text)``, or ``(name, None)`` when no such variable exists).
+
 Sandboxed code calls them like any function. While one runs, the execution's timeout is paused
 (a ``recursive_llm`` call may spend minutes waiting for a model) and no timeout is injected into
 host code. What it raises reaches the sandboxed code as the same exception class with the same
@@ -16,9 +23,12 @@ from typing import Any
 from ..errors import REPLError, RLMError
 from .context import LOCAL
 from .policy import register_opaque, sandbox_classes
+from .texts import Texts
 from .violations import TimeoutSignal
 
-__all__ = ["HostCall", "host_call", "sanitized"]
+__all__ = ["HOST_KINDS", "HostCall", "bounded_str", "host_call", "sanitized"]
+
+HOST_KINDS = ("call", "answer", "answer_var")
 
 _TOKEN = object()
 
@@ -26,23 +36,28 @@ _TOKEN = object()
 class HostCall:
     """A host-provided callable; sandboxed code can call it but not build or subclass one."""
 
-    __slots__ = ("_fn", "_name")
+    __slots__ = ("_fn", "_kind", "_name")
 
     _fn: Callable[..., Any]
+    _kind: str
     _name: str
 
-    def __new__(cls, fn: Callable[..., Any], token: object = None) -> HostCall:
+    def __new__(cls, fn: Callable[..., Any], token: object = None, kind: str = "call") -> HostCall:
         if token is not _TOKEN:
             raise TypeError(
                 "host functions can only be made by host code (rlm_compat.sandbox.host_call)"
             )
         self = object.__new__(cls)
         object.__setattr__(self, "_fn", fn)
+        object.__setattr__(self, "_kind", kind)
         object.__setattr__(self, "_name", getattr(fn, "__name__", type(fn).__name__))
         return self
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         state = LOCAL.state
+        if self._kind != "call":
+            args = self._answer_args(state, args, kwargs)
+            kwargs = {}
         if state is None:  # called by host code, outside any execution
             return self._fn(*args, **kwargs)
         deadline = state.deadline
@@ -57,6 +72,24 @@ class HostCall:
         finally:
             if deadline is not None:
                 deadline.leave_host()
+
+    def _answer_args(self, state: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, ...]:
+        """FINAL / FINAL_VAR: the text of the answer, made on the sandbox's side of the call."""
+        if kwargs or len(args) != 1:
+            raise TypeError(f"{self._name}() takes exactly one argument ({len(args) + len(kwargs)} given)")
+        limit = None if state is None else state.answer_chars
+        if self._kind == "answer":
+            return (bounded_str(args[0], limit),)
+        name = args[0]
+        namespace = None if state is None else state.env
+        if isinstance(name, str) and namespace is not None and name in namespace:
+            return (name, bounded_str(namespace[name], limit))
+        return (name, None)
+
+    @property
+    def kind(self) -> str:
+        """``"call"``, ``"answer"`` or ``"answer_var"`` (see the module docstring)."""
+        return self._kind
 
     def __setattr__(self, name: str, value: Any) -> None:
         raise AttributeError("host functions are read-only")
@@ -111,10 +144,22 @@ def sanitized(exc: BaseException) -> BaseException:
     return RuntimeError(f"{cls.__name__}: {exc}")
 
 
-def host_call(fn: Callable[..., Any]) -> HostCall:
-    """Mark ``fn`` as a host function for the REPL namespace (idempotent)."""
+def host_call(fn: Callable[..., Any], kind: str = "call") -> HostCall:
+    """Mark ``fn`` as a host function of ``kind`` for the REPL namespace (idempotent)."""
     if isinstance(fn, HostCall):
         return fn
     if not callable(fn):
         raise TypeError(f"host_call needs a callable, not {type(fn).__name__}")
-    return HostCall(fn, _TOKEN)
+    if kind not in HOST_KINDS:
+        raise ValueError(f"host function kind must be one of {HOST_KINDS}, not {kind!r}")
+    return HostCall(fn, _TOKEN, kind)
+
+
+def bounded_str(value: Any, limit: int | None) -> str:
+    """``str(value)`` as a final answer: a real ``str``, at most ``limit`` characters."""
+    text = str(value)
+    if type(text) is not str:  # a str subclass from a model-defined __str__
+        text = str.__str__(text)
+    if limit is not None and len(text) > limit:
+        raise REPLError(Texts.answer_too_long(len(text), limit))
+    return text

@@ -48,6 +48,7 @@ from .violations import (
     ForbiddenImportError,
     ForbiddenWriteError,
     ResourceLimitError,
+    SandboxKeyboardInterrupt,
 )
 
 __all__ = [
@@ -558,6 +559,7 @@ def builtins_for(profile: Profile) -> dict[str, Any]:
 
     b: dict[str, Any] = {name: getattr(builtins, name) for name in _UPSTREAM_NAMES}
     b.update({name: getattr(builtins, name) for name in _RP_EXCEPTIONS})
+    b["KeyboardInterrupt"] = SandboxKeyboardInterrupt
     b.update(
         type=SafeType,
         pow=guarded_pow,

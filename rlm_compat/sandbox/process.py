@@ -1,132 +1,167 @@
-"""``isolation="process"``: each executor's code runs in its own persistent worker process.
+"""``isolation="process"``: each session's code runs in its own killable worker process.
 
-What it adds to inline isolation: the timeout stops anything, even a single long C call (a
-catastrophic regex, ``sum(range(10**12))``), because the worker is killed and replaced; and the
-worker's address space is capped, so one enormous allocation fails there instead of here.
+What it adds to the inline runner: the timeout stops anything, even a single long C call (a
+catastrophic regex, ``math.factorial(10**7)``), because a worker that outlives its step's
+deadline is killed and replaced; a single huge allocation fails in the worker at once (address
+space limit); a crash of the interpreter (C stack overflow) is a REPLError here, not the end
+of the host. The worker runs the same :class:`~.inline.InlineRunner` with the same
+:class:`~.texts.Texts`, so an ordinary timeout or error reads exactly as inline.
 
 How the session is kept: the worker holds the namespace. Before each step the parent sends the
-``env`` entries that changed since the last step (pickled; modules by name; host functions as
-stubs that call back into this process, where the real function runs with the clock paused);
-after it, the worker sends back every variable it can pickle, and ``env`` gets them. Objects
-that cannot cross a process boundary (functions, classes and instances defined by the code)
-stay in the worker and appear in ``env`` as :class:`WorkerObject` placeholders. When a timeout
-kills the worker, they are lost (a fresh worker gets everything ``env`` holds).
+``env`` entries that changed since the last step (pickled; modules by name; host functions by
+name); after it, the worker sends back each changed variable, and ``env`` gets those it can take
+as plain data (:func:`~.channel.safe_loads`: the parent never unpickles anything else a worker
+sends). The rest (functions, classes, instances of them, other objects) stays in the worker and
+appears in ``env`` as a :class:`WorkerObject`. Only host functions (:class:`~.hostcall.HostCall`,
+or plain callables the host itself put in ``env`` that cannot be pickled) call back into the
+parent; nothing that came from the worker ever runs here. When a worker is killed, its
+WorkerObjects are lost: the step's error says which, and they leave ``env``.
 """
 
 from __future__ import annotations
 
-import os
+import math
 import pickle
-import select
-import subprocess
-import sys
 import threading
 import time
 import types
-from typing import Any
+import weakref
+from typing import TYPE_CHECKING, Any
 
 from .. import errors as _errors
-from ..errors import REPLError, REPLTimeoutError
+from ..errors import FinalVarMissingError, REPLError, REPLTimeoutError
+from .channel import PROTOCOL, Channel, ChannelClosed, ChannelTimeout, MessageTooLarge, safe_loads
 from .hostcall import HostCall, sanitized
-from .worker import read_message, write_message
+from .texts import Texts
 
-__all__ = ["ProcessRunner", "WorkerObject"]
+if TYPE_CHECKING:
+    from ..config import ReplConfig
+    from .spawn import WorkerHandle
+
+__all__ = ["KILL_GRACE", "ProcessRunner", "WorkerObject"]
+
+KILL_GRACE = 0.5
+"""Seconds past a step's timeout before its worker is killed (the worker's own deadline stops
+ordinary code at the timeout itself and keeps the session; this is for single long C calls)."""
 
 
 class WorkerObject:
     """Stands in ``env`` for a value that lives only in the worker (a function, a class...)."""
 
-    __slots__ = ("name", "type_name")
+    __slots__ = ("name", "type_name", "worker_repr")
 
-    def __init__(self, name: str, type_name: str) -> None:
+    def __init__(self, name: str, type_name: str, worker_repr: str = "") -> None:
         self.name = name
         self.type_name = type_name
+        self.worker_repr = worker_repr
 
     def __repr__(self) -> str:
         return f"<{self.type_name} {self.name!r} (lives in the REPL worker process)>"
 
 
+class _WorkerDied(Exception):
+    """The worker is gone or had to be killed; the text says why (for the observation)."""
+
+    def __init__(self, text: str, error_type: type[REPLError] = REPLError) -> None:
+        super().__init__(text)
+        self.text = text
+        self.error_type = error_type
+
+
 class ProcessRunner:
-    """The parent side: one worker per executor, restarted after a timeout or a crash."""
+    """The parent side of one session: its worker, started on first use, replaced after a kill."""
 
-    def __init__(
-        self, profile: Any, max_output_chars: int, memory_limit_mb: int | None, timeout: float
-    ) -> None:
-        self._profile = profile
-        self._max_output_chars = max_output_chars
-        self._memory_limit_mb = memory_limit_mb
-        self._timeout = timeout
-        self._proc: subprocess.Popen[bytes] | None = None
+    def __init__(self, config: ReplConfig) -> None:
+        self.config = config
+        self._texts = Texts(config.profile)
+        self._worker: list[Any] = [None]  # [WorkerHandle | None], shared with the finalizer
+        self._channel: Channel | None = None
         self._sent: dict[str, Any] = {}
+        self._hosts: set[str] = set()
+        self._notice = ""
+        self._unsent: dict[str, str] = {}
         self._lock = threading.Lock()
+        weakref.finalize(self, _release, self._worker)
 
-    # --- lifecycle ----------------------------------------------------------------------------
-
-    def _start(self) -> subprocess.Popen[bytes]:
-        env = dict(os.environ, LITELLM_LOCAL_MODEL_COST_MAP="True")
-        root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-        env["PYTHONPATH"] = os.pathsep.join(filter(None, [root, env.get("PYTHONPATH")]))
-        proc = subprocess.Popen(
-            [sys.executable, "-c", "from rlm_compat.sandbox.worker import main; main()"],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            env=env,
-        )
-        assert proc.stdin is not None and proc.stdout is not None
-        write_message(
-            proc.stdin, ("init", self._profile, self._max_output_chars, self._memory_limit_mb)
-        )
-        reply = read_message(proc.stdout)
-        if reply[0] != "ready":
-            raise REPLError("Execution error: the REPL worker process failed to start")
-        self._sent = {}
-        return proc
+    # --- lifecycle --------------------------------------------------------------------------
 
     def close(self) -> None:
-        """Stop the worker (a new one starts on the next call)."""
-        proc, self._proc = self._proc, None
-        if proc is not None:
-            try:
-                proc.kill()
-            except OSError:
-                pass
-            proc.wait()
-            for stream in (proc.stdin, proc.stdout):
-                if stream is not None:
-                    stream.close()
+        """Stop the worker (a new one starts on the next step; what lived only there is lost)."""
+        with self._lock:
+            self._drop()
 
-    def __del__(self) -> None:
+    def _drop(self) -> None:
+        _release(self._worker)
+        self._channel = None
+        self._sent = {}
+
+    def _ensure(self) -> Channel:
+        if self._channel is not None:
+            return self._channel
+        from .spawn import start_worker
+
+        config = self.config
+        limits = config.limits
+        handle: WorkerHandle = start_worker(limits, config.start_method or "forkserver")
+        self._worker[0] = handle
+        channel = Channel(handle.sock, trusted=False, max_incoming=limits.reply_bytes)
         try:
-            self.close()
-        except Exception:
-            pass
+            channel.send({"op": "init", "protocol": PROTOCOL, "config": config})
+            reply = channel.recv(time.monotonic() + 30)
+        except (ChannelClosed, ChannelTimeout, OSError) as exc:
+            self._drop()
+            raise REPLError(f"Execution error: the REPL worker process failed to start ({exc})") from None
+        if reply.get("op") != "ready":
+            self._drop()
+            raise REPLError(
+                f"Execution error: the REPL worker speaks another protocol ({reply.get('protocol')!r}, "
+                f"expected {PROTOCOL}); reinstall rlm_compat"
+            )
+        self._channel = channel
+        self._sent = {}
+        return channel
 
-    # --- one step -------------------------------------------------------------------------------
+    # --- one step ---------------------------------------------------------------------------
 
     def execute(self, code: str, env: dict[str, Any]) -> str:
         """Run ``code`` in the worker with ``env`` as the session's namespace."""
         with self._lock:
-            if self._proc is None or self._proc.poll() is not None:
-                self.close()
-                self._proc = self._start()
-            proc = self._proc
-            assert proc.stdin is not None and proc.stdout is not None
+            notice, self._notice = self._notice, ""
+            if self._worker[0] is not None and not self._worker[0].alive():
+                notice = self._replace(env, self._texts.crashed("the REPL worker process had stopped"))
+            channel = self._ensure()
+            message = self._sync(env)
+            message["code"] = code
             try:
-                self._sync(proc, env)
-                write_message(proc.stdin, ("exec", code))
-                reply = self._serve(proc, env)
-            except (EOFError, BrokenPipeError, OSError) as exc:
-                code_ = proc.poll()
-                self.close()
-                raise REPLError(
-                    f"Execution error: the REPL worker process died (exit status {code_}; {exc})"
-                ) from None
-            return self._finish(reply, env)
+                channel.send(message)
+                reply = self._serve(channel, env)
+            except _WorkerDied as died:
+                text = died.text + self._lost(env)
+                self._drop()
+                raise died.error_type(text) from None
+            text = self._finish(reply, env)
+            return f"{notice.strip()}\n{text}" if notice else text
 
-    def _sync(self, proc: subprocess.Popen[bytes], env: dict[str, Any]) -> None:
+    def render(self, env: dict[str, Any], name: str) -> str:
+        """``str()`` of a session variable as a final answer, computed in the worker."""
+        with self._lock:
+            if name not in env:
+                raise FinalVarMissingError(f"Variable '{name}' not found in REPL environment")
+            channel = self._ensure()
+            try:
+                channel.send({"op": "render", "name": name})
+                reply = self._serve(channel, env)
+            except _WorkerDied as died:
+                text = died.text + self._lost(env)
+                self._drop()
+                raise died.error_type(text) from None
+            return self._outcome(reply["result"])
+
+    def _sync(self, env: dict[str, Any]) -> dict[str, Any]:
         values: dict[str, bytes] = {}
         modules: dict[str, str] = {}
-        hosts: list[str] = []
+        hosts: dict[str, str] = {}
+        self._unsent = {}
         for key, value in env.items():
             if not isinstance(key, str) or self._sent.get(key, _NOTHING) is value:
                 continue
@@ -134,52 +169,64 @@ class ProcessRunner:
                 continue
             if isinstance(value, types.ModuleType):
                 modules[key] = value.__name__
-            elif isinstance(value, HostCall) or (callable(value) and not isinstance(value, type)):
-                hosts.append(key)  # runs here, called from the worker
+            elif isinstance(value, HostCall):
+                hosts[key] = value.kind
             else:
                 try:
                     values[key] = pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
-                except Exception:
-                    continue  # cannot cross: the code will not see it
+                except Exception as exc:
+                    if not callable(value):
+                        self._unsent[key] = f"{type(exc).__name__}: {exc}"
+                        continue
+                    hosts[key] = "call"  # a function the host put in env: it runs here
             self._sent[key] = value
+        self._hosts.update(hosts)
         removed = [k for k in self._sent if k not in env]
         for key in removed:
             del self._sent[key]
-        assert proc.stdin is not None
-        write_message(proc.stdin, ("sync", values, modules, hosts, removed))
+            self._hosts.discard(key)
+        return {"op": "step", "values": values, "modules": modules, "hosts": hosts, "removed": removed}
 
-    def _serve(self, proc: subprocess.Popen[bytes], env: dict[str, Any]) -> Any:
+    def _serve(self, channel: Channel, env: dict[str, Any]) -> dict[str, Any]:
         """Answer host calls until the step is done; kill the worker when time is up."""
-        assert proc.stdin is not None and proc.stdout is not None
-        budget = self._timeout
-        fd = proc.stdout.fileno()
+        budget = self.config.timeout + KILL_GRACE
         while True:
             started = time.monotonic()
-            wait = None if budget == float("inf") else max(budget, 0.0)
-            ready, _, _ = select.select([fd], [], [], wait)
+            deadline = None if math.isinf(budget) else started + budget
+            try:
+                message = channel.recv(deadline)
+            except ChannelTimeout:
+                raise _WorkerDied(
+                    self._texts.timeout(self.config.timeout, "", restarted=True), REPLTimeoutError
+                ) from None
+            except MessageTooLarge as exc:
+                raise _WorkerDied(self._texts.reply_too_large(exc.size, exc.limit)) from None
+            except (ChannelClosed, OSError, pickle.UnpicklingError) as exc:
+                raise _WorkerDied(self._texts.crashed(self._death(exc))) from None
             budget -= time.monotonic() - started
-            if not ready:
-                self.close()
-                raise REPLTimeoutError(
-                    f"Execution error: TimeoutError: execution exceeded the {self._timeout:g} s "
-                    "timeout (the REPL worker process was restarted; functions and objects "
-                    "that lived only there are lost)"
-                )
-            message = read_message(proc.stdout)
-            if message[0] != "call":
+            if message["op"] != "call":
                 return message
-            _, name, args, kwargs = message
-            write_message(proc.stdin, self._host_call(env, name, args, kwargs))
+            reply = self._host_call(env, message["name"], message["payload"])
+            try:
+                channel.send(reply)
+            except OSError as exc:
+                raise _WorkerDied(self._texts.crashed(self._death(exc))) from None
 
-    @staticmethod
-    def _host_call(env: dict[str, Any], name: str, args: Any, kwargs: Any) -> tuple[str, Any]:
+    def _death(self, exc: BaseException) -> str:
+        handle = self._worker[0]
+        status = handle.exit_description() if handle is not None else ""  # e.g. "signal SIGSEGV"
+        return f"the REPL worker process died{f' ({status})' if status else ''}"
+
+    def _host_call(self, env: dict[str, Any], name: str, payload: bytes) -> dict[str, Any]:
         fn = env.get(name)
-        if not callable(fn) or isinstance(fn, (type, WorkerObject)):
-            return ("raise", NameError(f"name {name!r} is not defined"))
+        if name not in self._hosts or not callable(fn) or isinstance(fn, (type, WorkerObject)):
+            return {"op": "raise", "error": NameError(f"name {name!r} is not defined")}
+        try:
+            args, kwargs = safe_loads(payload)
+        except Exception as exc:
+            return {"op": "raise", "error": TypeError(Texts.unsendable_argument(name, exc))}
         try:
             result = fn(*args, **kwargs)
-            pickle.dumps(result, protocol=pickle.HIGHEST_PROTOCOL)
-            return ("ret", result)
         except (KeyboardInterrupt, SystemExit):
             raise
         except BaseException as exc:
@@ -188,26 +235,66 @@ class ProcessRunner:
                 pickle.dumps(safe, protocol=pickle.HIGHEST_PROTOCOL)
             except Exception:
                 safe = RuntimeError(f"{type(exc).__name__}: {exc}")
-            return ("raise", safe)
+            return {"op": "raise", "error": safe}
+        try:
+            pickle.dumps(result, protocol=pickle.HIGHEST_PROTOCOL)
+        except Exception:
+            return {"op": "raise", "error": REPLError(Texts.unsendable_result(name, result))}
+        return {"op": "return", "value": result}
 
-    def _finish(self, reply: Any, env: dict[str, Any]) -> str:
-        _, result, changed, opaque, removed = reply
-        for key in removed:
+    def _finish(self, reply: dict[str, Any], env: dict[str, Any]) -> str:
+        for key in reply["removed"]:
             env.pop(key, None)
             self._sent.pop(key, None)
-        for key, value in changed.items():
+        for key, data in reply["values"].items():
+            try:
+                value = safe_loads(data)
+            except Exception:
+                value = WorkerObject(key, "object")
             env[key] = value
             self._sent[key] = value
-        for key, type_name in opaque.items():
-            placeholder = WorkerObject(key, type_name)
+        for key, (type_name, shown) in reply["opaque"].items():
+            placeholder = WorkerObject(key, type_name, shown)
             env[key] = placeholder
             self._sent[key] = placeholder
-        if result[0] == "ok":
-            return str(result[1])
-        error_type = getattr(_errors, result[1], None)
+        unsent = {**self._unsent, **reply["unloadable"]}
+        if not unsent:
+            return self._outcome(reply["result"])
+        note = "\n" + "\n".join(
+            f"Note: variable {key!r} could not be passed into the REPL worker process ({why}); "
+            "the code does not see it" for key, why in sorted(unsent.items())
+        )
+        try:
+            return self._outcome(reply["result"]) + note
+        except REPLError as exc:
+            raise type(exc)(str(exc) + note) from None
+
+    @staticmethod
+    def _outcome(result: dict[str, Any]) -> str:
+        if result["ok"]:
+            return str(result["text"])
+        error_type = getattr(_errors, result["error"], None)
         if not (isinstance(error_type, type) and issubclass(error_type, REPLError)):
             error_type = REPLError
-        raise error_type(result[2])
+        raise error_type(result["text"])
+
+    def _lost(self, env: dict[str, Any]) -> str:
+        """Drop the WorkerObjects a killed worker took with it; the notice naming them."""
+        lost = [k for k, v in env.items() if isinstance(v, WorkerObject)]
+        for key in lost:
+            del env[key]
+        return self._texts.lost_variables(lost)
+
+    def _replace(self, env: dict[str, Any], why: str) -> str:
+        text = why + self._lost(env)
+        self._drop()
+        return text
+
+
+def _release(box: list[Any]) -> None:
+    handle, box[0] = box[0], None
+    if handle is not None:
+        handle.close()
 
 
 _NOTHING = object()

@@ -16,6 +16,7 @@ __all__ = [
     "ForbiddenWriteError",
     "MemorySignal",
     "ResourceLimitError",
+    "SandboxKeyboardInterrupt",
     "SandboxViolation",
     "TimeoutSignal",
 ]
@@ -55,3 +56,12 @@ class TimeoutSignal(BaseException):
 
 class MemorySignal(TimeoutSignal):
     """Injected when the process grew past the execution's memory allowance."""
+
+
+class SandboxKeyboardInterrupt(KeyboardInterrupt):
+    """The ``KeyboardInterrupt`` sandboxed code sees: raising it is the model's doing, never a
+    real Ctrl-C, so a step reports it as an error instead of letting it reach the caller."""
+
+
+SandboxKeyboardInterrupt.__module__ = "builtins"
+SandboxKeyboardInterrupt.__name__ = SandboxKeyboardInterrupt.__qualname__ = "KeyboardInterrupt"

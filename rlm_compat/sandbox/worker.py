@@ -1,164 +1,172 @@
-"""The child side of ``isolation="process"``: a persistent interpreter running one session.
+"""The worker side of ``isolation="process"``: one REPL session in a killable process.
 
-Started by :mod:`.process` (``python -c "from rlm_compat.sandbox.worker import main; main()"``);
-it speaks length-prefixed
-pickles on stdin/stdout (its own ``print`` output is moved to stderr so it cannot corrupt the
-channel), keeps the session's namespace, and runs each step with an inline
-:class:`~rlm_compat.repl.REPLExecutor` (no timeout of its own: the parent kills this process when
-the step's time is up, which stops even a single long C call).
+Started by :mod:`.spawn` (forked from the pre-warmed template process, or as a fresh interpreter)
+with :func:`serve` as its entry. It holds the session's namespace and runs each step with an
+:class:`~.inline.InlineRunner` under the session's own deadline, so an ordinary timeout leaves
+the worker and its variables intact; the parent kills the worker only when a step outlives the
+deadline (a single long C call) or the worker breaks a limit. Host functions are stubs that call
+back into the parent, where the real function runs.
+
+Per step the parent sends what changed in its ``env`` (pickled values, modules by name, host
+functions by name and kind); the worker answers with the observation and every variable that
+changed, each pickled on its own so one value that cannot cross (a function, a class, an
+instance of one) stays here as an opaque entry instead of failing the step.
 """
 
 from __future__ import annotations
 
+import hashlib
 import importlib
 import os
 import pickle
-import struct
-import sys
-from typing import IO, Any
+import socket
+from typing import Any
 
-__all__ = ["main", "read_message", "write_message"]
+from . import rlimits
+from .channel import PROTOCOL, Channel
+from .hostcall import HostCall, host_call
+from .inline import InlineRunner
+from .modules import proxy_for_module
+from .texts import Texts
 
-_HEADER = struct.Struct("!I")
-_MUTABLE = (list, dict, set, bytearray)
-"""Values sent by the parent that code may have changed in place: always sent back."""
+__all__ = ["serve"]
 
-
-def write_message(stream: IO[bytes], message: Any) -> None:
-    """One framed pickle."""
-    data = pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL)
-    stream.write(_HEADER.pack(len(data)) + data)
-    stream.flush()
-
-
-def read_message(stream: IO[bytes]) -> Any:
-    """One framed pickle, or EOFError when the other side is gone."""
-    header = stream.read(_HEADER.size)
-    if len(header) < _HEADER.size:
-        raise EOFError("channel closed")
-    (size,) = _HEADER.unpack(header)
-    data = stream.read(size)
-    if len(data) < size:
-        raise EOFError("channel closed")
-    return pickle.loads(data)
+_ATOMIC = (str, bytes, int, float, bool, type(None), complex)
+"""Values whose unchanged identity means an unchanged value (nothing inside can change)."""
 
 
 class _Remote:
     """A host function living in the parent: each call is one round trip on the channel."""
 
-    def __init__(self, name: str, channel: _Channel) -> None:
+    def __init__(self, name: str, channel: Channel) -> None:
         self.__name__ = name
         self._channel = channel
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        return self._channel.call(self.__name__, args, kwargs)
-
-
-class _Channel:
-    def __init__(self, inp: IO[bytes], out: IO[bytes]) -> None:
-        self.inp = inp
-        self.out = out
-
-    def call(self, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         try:
-            write_message(self.out, ("call", name, args, kwargs))
-        except (pickle.PicklingError, TypeError, AttributeError) as exc:
-            raise TypeError(
-                f"arguments to {name}() must be plain data in the process sandbox ({exc})"
-            ) from None
-        reply = read_message(self.inp)
-        if reply[0] == "raise":
-            raise reply[1]
-        return reply[1]
+            payload = pickle.dumps((args, kwargs), protocol=pickle.HIGHEST_PROTOCOL)
+        except Exception as exc:
+            raise TypeError(Texts.unsendable_argument(self.__name__, exc)) from None
+        self._channel.send({"op": "call", "name": self.__name__, "payload": payload})
+        reply = self._channel.recv()
+        if reply["op"] == "raise":
+            raise reply["error"]
+        return reply["value"]
 
 
-def _packable(value: Any) -> bool:
+class _Session:
+    """The worker's state: its namespace and what the parent already knows of it."""
+
+    def __init__(self, channel: Channel, runner: InlineRunner) -> None:
+        self.channel = channel
+        self.runner = runner
+        self.ns: dict[str, Any] = {}
+        self.known: dict[str, tuple[int, bytes | None]] = {}
+        self.received = 0
+        self.base_vm = rlimits.virtual_size()
+
+    def sync(self, message: dict[str, Any]) -> dict[str, str]:
+        """Apply the parent's changes; the variables that could not be loaded here, with why."""
+        ns = self.ns
+        for key in message["removed"]:
+            ns.pop(key, None)
+            self.known.pop(key, None)
+        failed: dict[str, str] = {}
+        for key, data in message["values"].items():
+            self.received += len(data)
+            try:
+                ns[key] = pickle.loads(data)
+            except Exception as exc:  # e.g. a class only the parent's __main__ defines
+                ns.pop(key, None)
+                failed[key] = f"{type(exc).__name__}: {exc}"
+                continue
+            digest = None if isinstance(ns[key], _ATOMIC) else hashlib.blake2b(data, digest_size=16).digest()
+            self.known[key] = (id(ns[key]), digest)
+        for key, name in message["modules"].items():
+            ns[key] = proxy_for_module(importlib.import_module(name))
+            self.known[key] = (id(ns[key]), None)
+        for key, kind in message["hosts"].items():
+            ns[key] = host_call(_Remote(key, self.channel), kind)
+            self.known[key] = (id(ns[key]), None)
+        return failed
+
+    def changes(self) -> tuple[dict[str, bytes], dict[str, tuple[str, str]], list[str]]:
+        """What the step changed: pickled values, opaque ``(type, repr)`` entries, removed names."""
+        values: dict[str, bytes] = {}
+        opaque: dict[str, tuple[str, str]] = {}
+        for key, value in self.ns.items():
+            if not isinstance(key, str) or isinstance(value, HostCall):
+                continue
+            seen = self.known.get(key)
+            if seen is not None and seen[0] == id(value) and isinstance(value, _ATOMIC):
+                continue
+            try:
+                data = pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
+            except Exception:
+                if seen is None or seen[0] != id(value):
+                    opaque[key] = (type(value).__name__, _short_repr(value))
+                self.known[key] = (id(value), None)
+                continue
+            digest = hashlib.blake2b(data, digest_size=16).digest()
+            if seen is not None and seen[0] == id(value) and seen[1] == digest:
+                continue
+            values[key] = data
+            self.known[key] = (id(value), digest)
+        removed = [k for k in self.known if k not in self.ns]
+        for key in removed:
+            del self.known[key]
+        return values, opaque, removed
+
+    def cap(self) -> None:
+        """This step's limits: address space above what the session holds, CPU time."""
+        limits = self.runner.config.limits
+        if limits.memory_mb is not None:
+            rlimits.cap_address_space((limits.memory_mb << 20) + 2 * self.received, self.base_vm)
+        rlimits.cap_cpu(limits.cpu_seconds)
+
+
+def _short_repr(value: Any) -> str:
     try:
-        pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
-    except Exception:
-        return False
-    return True
+        text = repr(value)
+    except BaseException:
+        return f"<{type(value).__name__}>"
+    return text if len(text) <= 200 else text[:197] + "..."
 
 
-def _cap_address_space(memory_limit_mb: int | None) -> None:
-    """One enormous allocation fails here (MemoryError) instead of exhausting the machine."""
-    if memory_limit_mb is None:
-        return
+def _result(call: Any, *args: Any) -> dict[str, Any]:
     try:
-        import resource
-
-        with open("/proc/self/statm") as f:
-            size = int(f.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
-        cap = size + (memory_limit_mb << 20) * 2 + (1 << 30)
-        resource.setrlimit(resource.RLIMIT_AS, (cap, cap))
-    except (ImportError, OSError, ValueError):
-        pass
+        return {"ok": True, "text": call(*args)}
+    except Exception as exc:  # REPLError and its subclasses: report class and text
+        return {"ok": False, "error": type(exc).__name__, "text": str(exc)}
 
 
-def main() -> None:
+def serve(sock: socket.socket) -> None:
     """Serve one session until the parent closes the channel."""
-    inp = sys.stdin.buffer
-    out = os.fdopen(os.dup(1), "wb")
-    os.dup2(2, 1)  # stray writes to fd 1 land on stderr, never in the channel
-    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
-
-    from ..repl import REPLExecutor
-    from .hostcall import host_call
-    from .modules import proxy_for_module
-
-    channel = _Channel(inp, out)
-    init = read_message(inp)
-    _, profile, max_output_chars, memory_limit_mb = init
-    _cap_address_space(memory_limit_mb)
-    executor = REPLExecutor(
-        None, max_output_chars, profile=profile, memory_limit_mb=memory_limit_mb
-    )
-    ns: dict[str, Any] = {}
-    sent: dict[str, int] = {}
-    write_message(out, ("ready", os.getpid()))
+    channel = Channel(sock, trusted=True)
+    init = channel.recv()
+    if init.get("op") != "init" or init.get("protocol") != PROTOCOL:
+        channel.send({"op": "refused", "protocol": PROTOCOL})
+        return
+    runner = InlineRunner(init["config"], memory_guard=False)
+    session = _Session(channel, runner)
+    channel.send({"op": "ready", "pid": os.getpid()})
     while True:
         try:
-            message = read_message(inp)
+            message = channel.recv()
         except EOFError:
             return
-        kind = message[0]
-        if kind == "sync":
-            _, values, modules, hosts, removed = message
-            for key in removed:
-                ns.pop(key, None)
-            for key, data in values.items():
-                try:
-                    ns[key] = pickle.loads(data)
-                except Exception:  # e.g. a class only the parent's __main__ defines
-                    ns.pop(key, None)
-            for key, name in modules.items():
-                ns[key] = proxy_for_module(importlib.import_module(name))
-            for key in hosts:
-                ns[key] = host_call(_Remote(key, channel))
-            sent = {k: id(v) for k, v in ns.items()}
-            continue
-        if kind != "exec":
-            continue
-        code = message[1]
-        try:
-            result: tuple[Any, ...] = ("ok", executor.execute(code, ns))
-        except Exception as exc:  # REPLError and its subclasses: report class and text
-            result = ("err", type(exc).__name__, str(exc))
-        changed: dict[str, Any] = {}
-        opaque: dict[str, str] = {}
-        for key, value in ns.items():
-            if sent.get(key) == id(value) and not isinstance(value, _MUTABLE):
-                continue
-            if type(value).__name__ == "HostCall":
-                continue
-            if _packable(value):
-                changed[key] = value
-            else:
-                opaque[key] = type(value).__name__
-        removed = [k for k in sent if k not in ns]
-        sent = {k: id(v) for k, v in ns.items()}
-        write_message(out, ("done", result, changed, opaque, removed))
-
-
-if __name__ == "__main__":
-    main()
+        op = message["op"]
+        if op == "step":
+            failed = session.sync(message)
+            session.cap()
+            result = _result(runner.execute, message["code"], session.ns)
+            values, opaque, removed = session.changes()
+            channel.send({
+                "op": "done", "result": result, "values": values, "opaque": opaque,
+                "removed": removed, "unloadable": failed,
+            })
+        elif op == "render":
+            session.cap()
+            channel.send({"op": "done", "result": _result(runner.render, session.ns, message["name"])})
+        else:
+            channel.send({"op": "refused", "protocol": PROTOCOL})

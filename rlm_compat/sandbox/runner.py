@@ -1,0 +1,42 @@
+"""One interface for every place model code can run, and the choice between them.
+
+A runner executes the steps of REPL sessions: :class:`~.inline.InlineRunner` in the calling
+thread, :class:`~.process.ProcessRunner` in a killable worker process per session. Both take the
+whole :class:`~rlm_compat.config.ReplConfig`, answer with the same texts
+(:mod:`.texts`) and raise the same REPLError subclasses; callers never ask which one they have.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Protocol
+
+if TYPE_CHECKING:
+    from ..config import ReplConfig
+
+__all__ = ["Runner", "make_runner"]
+
+
+class Runner(Protocol):
+    """What :class:`~rlm_compat.repl.REPLExecutor` and the RLM loop need from a runner."""
+
+    config: ReplConfig
+
+    def execute(self, code: str, env: dict[str, Any]) -> str:
+        """Run one step of model code with ``env`` as the session's namespace; the observation."""
+
+    def render(self, env: dict[str, Any], name: str) -> str:
+        """``str(env[name])`` as a final answer, under the same limits as a step."""
+
+    def close(self) -> None:
+        """Release what the session holds (its worker); the runner stays usable."""
+
+
+def make_runner(config: ReplConfig) -> Runner:
+    """The runner ``config.isolation`` asks for."""
+    if config.in_process:
+        from .process import ProcessRunner
+
+        return ProcessRunner(config)
+    from .inline import InlineRunner
+
+    return InlineRunner(config)
