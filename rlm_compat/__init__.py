@@ -7,6 +7,7 @@ litellm is imported on the first model call, and its remote cost-map fetch is sw
 from __future__ import annotations
 
 from ._lazy import ensure_offline_litellm
+from .config import Limits, ReplConfig
 from .core import RLM
 from .errors import (
     ConfigurationError,
@@ -31,6 +32,7 @@ __all__ = [
     "ConfigurationError",
     "FinalVarMissingError",
     "LLMCallError",
+    "Limits",
     "MaxDepthError",
     "MaxIterationsError",
     "Profile",
@@ -39,5 +41,6 @@ __all__ = [
     "REPLSecurityError",
     "REPLTimeoutError",
     "RLMError",
+    "ReplConfig",
     "__version__",
 ]

@@ -110,13 +110,12 @@ class ProcessRunner:
             reply = channel.recv(time.monotonic() + 30)
         except (ChannelClosed, ChannelTimeout, OSError) as exc:
             self._drop()
-            raise REPLError(f"Execution error: the REPL worker process failed to start ({exc})") from None
+            raise REPLError(Texts.no_worker(f"it failed to start: {exc}")) from None
         if reply.get("op") != "ready":
             self._drop()
-            raise REPLError(
-                f"Execution error: the REPL worker speaks another protocol ({reply.get('protocol')!r}, "
-                f"expected {PROTOCOL}); reinstall rlm_compat"
-            )
+            raise REPLError(Texts.no_worker(
+                f"it speaks protocol {reply.get('protocol')!r}, not {PROTOCOL}; reinstall rlm_compat"
+            ))
         self._channel = channel
         self._sent = {}
         return channel

@@ -103,6 +103,11 @@ class Texts:
         )
 
     @staticmethod
+    def no_worker(why: str) -> str:
+        """No worker process could be had for the session."""
+        return f"Execution error: SystemError: no REPL worker process ({why})"
+
+    @staticmethod
     def unsendable_result(function: str, value: Any) -> str:
         """A host function returned something that cannot cross into the worker."""
         return (
