@@ -13,7 +13,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from . import __version__
-from .errors import REPLError, RLMError
+from .config import ISOLATION_ENV, ISOLATIONS, Limits, ReplConfig
+from .errors import ConfigurationError, REPLError, RLMError
 
 __all__ = ["build_parser", "main"]
 
@@ -75,6 +76,16 @@ def _register_run(commands: argparse._SubParsersAction[argparse.ArgumentParser])
     p.add_argument("--prompt-version", default=None, help="cc7a826 (default) or 2fb46cc")
     p.add_argument("--max-iterations", type=int, default=30)
     p.add_argument("--max-depth", type=int, default=5)
+    p.add_argument(
+        "--isolation", choices=ISOLATIONS, default=None,
+        help=f"where model code runs: process (a killable worker; profile fixed's default) or inline "
+        f"(the calling process; profile upstream's default); default ${ISOLATION_ENV} or the profile's",
+    )
+    p.add_argument("--repl-timeout", type=float, default=5.0, help="seconds per REPL step (default 5)")
+    p.add_argument(
+        "--memory-mb", type=int, default=Limits.memory_mb,
+        help=f"memory model code may allocate per session (default {Limits.memory_mb})",
+    )
     p.add_argument("--stats", action="store_true", help="print stats to stderr")
     p.set_defaults(handler=_run)
 
@@ -90,6 +101,16 @@ def _run(args: argparse.Namespace) -> int:
             return 2
     else:
         context = args.context
+    try:
+        repl_config = ReplConfig(
+            profile=args.profile,
+            timeout=args.repl_timeout,
+            isolation=args.isolation,
+            limits=Limits(memory_mb=args.memory_mb),
+        )
+    except ConfigurationError as exc:
+        print(f"rlm-compat run: {exc}", file=sys.stderr)
+        return 2
     rlm = RLM(
         args.model,
         recursive_model=args.recursive_model,
@@ -97,8 +118,8 @@ def _run(args: argparse.Namespace) -> int:
         api_key=args.api_key,
         max_depth=args.max_depth,
         max_iterations=args.max_iterations,
-        profile=args.profile,
         prompt_version=args.prompt_version,
+        repl_config=repl_config,
     )
     print(rlm.complete(args.query, context))
     if args.stats:

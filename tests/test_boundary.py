@@ -65,9 +65,10 @@ def test_base_exceptions_from_model_dunders(isolation: str, template: str) -> No
 
 @pytest.mark.parametrize("profile", ["fixed", "upstream"])
 def test_base_exceptions_in_both_profiles(isolation: str, profile: str) -> None:
-    with REPLExecutor(timeout=5, isolation=isolation, profile=profile) as ex:
-        with pytest.raises(REPLError, match="stop"):
-            ex.execute("raise SystemExit('stop')", {})
+    with REPLExecutor(timeout=5, isolation=isolation, profile=profile) as ex, pytest.raises(
+        REPLError, match="stop"
+    ):
+        ex.execute("raise SystemExit('stop')", {})
 
 
 def _run(replies: list[str], isolation: str, **kwargs: object) -> tuple[str, RLM, ScriptedClient]:
