@@ -85,11 +85,12 @@ class ProfileAdapter:
     mode = "exact"
     gated = True
 
-    def __init__(self, profile: str | Profile) -> None:
+    def __init__(self, profile: str | Profile, isolation: str | None = None) -> None:
         self._profile = profile if isinstance(profile, Profile) else Profile.named(profile)
+        self._isolation = isolation
         name = self._profile.name
         self.profile: str | None = name if name in ("upstream", "fixed") else None
-        self.name = f"rlm_compat-{name}"
+        self.name = f"rlm_compat-{name}" + (f"-{isolation}" if isolation else "")
         self.hash_seed_fixed = _hash_seed_fixed()
 
     def start(self) -> dict[str, Any]:
@@ -100,6 +101,7 @@ class ProfileAdapter:
             "version": __version__,
             "python": platform.python_version(),
             "profile": self._profile.name,
+            "isolation": self._isolation or "default",
         }
 
     def stop(self) -> None:
@@ -116,7 +118,7 @@ class ProfileAdapter:
         from ..repl import REPLExecutor
 
         def factory(**options: Any) -> REPLExecutor:
-            return REPLExecutor(**options, profile=self._profile)
+            return REPLExecutor(**options, profile=self._profile, isolation=self._isolation)
 
         events: list[dict[str, Any]] = []
         with warnings.catch_warnings():
@@ -160,6 +162,7 @@ class ProfileAdapter:
                     **{"model": "test-model", **options, **llm_kwargs},
                     profile=self._profile,
                     prompt_version=prompt_version,
+                    isolation=self._isolation,
                 )
                 method = getattr(rlm, call)
                 args = [case.get("query", "")]

@@ -60,6 +60,7 @@ _REPR_TYPES: tuple[type, ...] = (
     re.Pattern,
     re.Match,
 )
+_REPR_TYPE_NAMES = frozenset(t.__qualname__ for t in _REPR_TYPES)
 _ADDRESS = re.compile(r"\b0x[0-9a-fA-F]{4,}\b")
 
 
@@ -133,6 +134,12 @@ class _Encoder:
             return {tag: base64.b64encode(bytes(value)).decode("ascii")}
         if isinstance(value, types.ModuleType):
             return {"$module": value.__name__}
+        stand_in = getattr(type(value), "__rlm_stand_in__", None)
+        if stand_in is not None:  # a value living elsewhere (a REPL worker process)
+            type_name, shown = stand_in(value)
+            if type_name in _REPR_TYPE_NAMES:
+                return {"$repr": {"type": type_name, "repr": normalize_text(shown)}}
+            return {"$opaque": type_name}
         if isinstance(value, BaseException):
             return {
                 "$exception": {

@@ -10,6 +10,7 @@ stays in the worker.
 
 from __future__ import annotations
 
+import builtins
 import io
 import pickle
 import select
@@ -48,11 +49,15 @@ class MessageTooLarge(Exception):
         self.limit = limit
 
 
+_EXCEPTIONS = frozenset(
+    name for name, value in vars(builtins).items()
+    if isinstance(value, type) and issubclass(value, BaseException)
+)
 _SAFE_GLOBALS = {
     "builtins": frozenset({
         "bool", "bytearray", "bytes", "complex", "dict", "float", "frozenset", "int", "list",
         "range", "set", "slice", "str", "tuple",
-    }),
+    }) | _EXCEPTIONS,
     "collections": frozenset({"Counter", "OrderedDict", "defaultdict", "deque"}),
     "datetime": frozenset({"date", "datetime", "time", "timedelta", "timezone"}),
     "decimal": frozenset({"Decimal"}),

@@ -58,6 +58,10 @@ class WorkerObject:
     def __repr__(self) -> str:
         return f"<{self.type_name} {self.name!r} (lives in the REPL worker process)>"
 
+    def __rlm_stand_in__(self) -> tuple[str, str]:
+        """``(type qualname, repr in the worker)`` for encoders that describe values by type."""
+        return self.type_name, self.worker_repr
+
 
 class _WorkerDied(Exception):
     """The worker is gone or had to be killed; the text says why (for the observation)."""
@@ -245,11 +249,11 @@ class ProcessRunner:
         for key in reply["removed"]:
             env.pop(key, None)
             self._sent.pop(key, None)
-        for key, data in reply["values"].items():
+        for key, (type_name, shown, data) in reply["values"].items():
             try:
                 value = safe_loads(data)
-            except Exception:
-                value = WorkerObject(key, "object")
+            except Exception:  # not plain data: it stays in the worker
+                value = WorkerObject(key, type_name, shown)
             env[key] = value
             self._sent[key] = value
         for key, (type_name, shown) in reply["opaque"].items():

@@ -33,6 +33,8 @@ __all__ = ["serve"]
 
 _ATOMIC = (str, bytes, int, float, bool, type(None), complex)
 """Values whose unchanged identity means an unchanged value (nothing inside can change)."""
+_CONTAINERS = frozenset({str, bytes, bytearray, list, dict, tuple, set, frozenset})
+"""Types the parent always takes as plain data (their repr may be huge: not sent)."""
 
 
 class _Remote:
@@ -90,9 +92,12 @@ class _Session:
             self.known[key] = (id(ns[key]), None)
         return failed
 
-    def changes(self) -> tuple[dict[str, bytes], dict[str, tuple[str, str]], list[str]]:
-        """What the step changed: pickled values, opaque ``(type, repr)`` entries, removed names."""
-        values: dict[str, bytes] = {}
+    def changes(
+        self,
+    ) -> tuple[dict[str, tuple[str, str, bytes]], dict[str, tuple[str, str]], list[str]]:
+        """What the step changed: ``(type, repr, pickle)`` values, opaque ``(type, repr)`` entries
+        and removed names (the parent may refuse a pickle: the type and repr stand in for it)."""
+        values: dict[str, tuple[str, str, bytes]] = {}
         opaque: dict[str, tuple[str, str]] = {}
         for key, value in self.ns.items():
             if not isinstance(key, str) or isinstance(value, HostCall):
@@ -104,13 +109,14 @@ class _Session:
                 data = pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
             except Exception:
                 if seen is None or seen[0] != id(value):
-                    opaque[key] = (type(value).__name__, _short_repr(value))
+                    opaque[key] = (type(value).__qualname__, _short_repr(value))
                 self.known[key] = (id(value), None)
                 continue
             digest = hashlib.blake2b(data, digest_size=16).digest()
             if seen is not None and seen[0] == id(value) and seen[1] == digest:
                 continue
-            values[key] = data
+            shown = "" if type(value) in _CONTAINERS else _short_repr(value)
+            values[key] = (type(value).__qualname__, shown, data)
             self.known[key] = (id(value), digest)
         removed = [k for k in self.known if k not in self.ns]
         for key in removed:
