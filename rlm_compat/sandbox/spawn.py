@@ -42,6 +42,7 @@ from ..config import START_METHODS, Limits
 from ..environments import LocalExecutionEnvironment
 from ..errors import ConfigurationError, REPLError
 from . import launcher
+from .rlimits import cap_address_space, cap_cpu, current_address_space
 from .workerinit import limits_to_json
 from .zygote import ZygoteClient, ZygoteError, python_argv
 
@@ -351,6 +352,7 @@ def _describe() -> dict[str, Any]:
         "sid": os.getsid(0),
         "pgid": os.getpgid(0),
         "cwd": cwd,
+        "vsize": current_address_space(),
         "cwd_mode": stat.S_IMODE(os.stat(cwd).st_mode),
         "cwd_entries": os.listdir(cwd),
         "env": dict(os.environ),
@@ -372,7 +374,8 @@ def _try_write(size: int) -> str:
 
 
 def echo_serve(sock: socket.socket) -> None:
-    """Answer ``ping`` / ``info`` / ``write`` / ``print`` / ``exit`` until the channel closes."""
+    """Answer ``ping`` / ``info`` / ``write`` / ``cap`` / ``alloc`` / ``print`` / ``exit`` until the
+    channel closes: the diagnostic stand-in for the real worker."""
     while True:
         try:
             request = recv_message(sock)
@@ -385,6 +388,15 @@ def echo_serve(sock: socket.socket) -> None:
             reply = _describe()
         elif op == "write":
             reply = {"result": _try_write(int(request["size"]))}
+        elif op == "cap":
+            cap_address_space(request.get("address_space"))
+            cap_cpu(request.get("cpu"))
+            reply = _describe()
+        elif op == "alloc":
+            try:
+                reply = {"result": len(bytearray(int(request["size"])))}
+            except MemoryError:
+                reply = {"result": "MemoryError"}
         elif op == "print":
             print("stray output", flush=True)
             print("stray error", file=sys.stderr, flush=True)

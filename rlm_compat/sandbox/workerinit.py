@@ -10,6 +10,7 @@ directory, a filtered environment and the static resource limits.
 from __future__ import annotations
 
 import dataclasses
+import gc
 import importlib
 import json
 import os
@@ -125,6 +126,7 @@ def spawned_main(channel_fd: int, parent_pid: int, limits_json: str, entry: str)
         channel = prepare(channel_fd, parent_pid=parent_pid, limits=limits)
     except BaseException:
         os._exit(EXIT_ENTRY_FAILED)
+    gc.enable()  # off during the bootstrap's imports (see zygote.python_argv)
     run_entry(entry, channel)
 
 
