@@ -11,6 +11,7 @@ import tempfile
 import textwrap
 import threading
 import time
+import types
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -89,7 +90,10 @@ def _shutdown_after_module() -> Iterator[None]:
     spawn.shutdown()
 
 
-def test_ping_identity_and_descriptors(method: str, start: Callable[..., spawn.WorkerHandle]) -> None:
+def test_ping_identity_and_descriptors(
+    method: str, start: Callable[..., spawn.WorkerHandle], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setitem(sys.modules, "litellm", types.ModuleType("litellm"))  # a heavy __main__
     handle = start(method)
     assert _ask(handle, op="ping", n=7) == {"pong": 7}
     info = _ask(handle, op="info")
@@ -185,11 +189,12 @@ def test_a_dropped_handle_is_killed_at_the_next_start(method: str) -> None:
     handle = spawn.start_worker(Limits(), method, ENTRY)
     pid = handle.pid
     assert _running(pid)
-    handle.sock.detach()  # keep the channel open: the worker would not leave by itself
+    fd = handle.sock.detach()  # keep the channel open: the worker would not leave by itself
     del handle
     gc.collect()
     spawn.start_worker(Limits(), method, ENTRY).close()
     assert not _running(pid) and not _zombie(pid)
+    os.close(fd)
 
 
 def test_many_threads_start_workers_at_once(method: str) -> None:

@@ -76,7 +76,11 @@ def _remove_tree(path: str) -> None:
         except OSError:
             pass
 
-    if os.path.lexists(path):
+    if not os.path.lexists(path):
+        return
+    if sys.version_info >= (3, 12):
+        shutil.rmtree(path, onexc=retry)
+    else:
         shutil.rmtree(path, onerror=retry)
 
 

@@ -156,7 +156,11 @@ def _fork(fds: list[int], request: Mapping[str, Any], closing: Sequence[int]) ->
     if len(fds) != 1:
         raise ValueError("a fork request carries exactly one descriptor")
     zygote_pid = os.getpid()
-    pid = os.fork()
+    try:
+        pid = os.fork()
+    except OSError:
+        os.close(fds[0])
+        raise
     if pid == 0:
         try:
             signal.set_wakeup_fd(-1)
@@ -303,6 +307,7 @@ class ZygoteClient:
         )
         self._process: subprocess.Popen[bytes] | None = None
         self._closed = False
+        self._owner = os.getpid()
         self.pid: int | None = None
 
     @property
@@ -330,6 +335,8 @@ class ZygoteClient:
 
     def request(self, message: Mapping[str, Any], fds: Sequence[int] = ()) -> dict[str, Any]:
         """One round trip; ZygoteError when the server is gone."""
+        if os.getpid() != self._owner:
+            raise ZygoteError("the REPL fork server belongs to the process this one was forked from")
         with self._lock:
             if self._closed:
                 raise ZygoteError("the REPL fork server was shut down")
@@ -375,6 +382,8 @@ class ZygoteClient:
 
     def close(self, timeout: float = 10.0) -> None:
         """Stop the server and every worker it made; idempotent."""
+        if os.getpid() != self._owner:
+            return
         with self._lock:
             if self._closed and self._process is None and self._child_end is None:
                 return
