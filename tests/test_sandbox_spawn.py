@@ -5,6 +5,7 @@ from __future__ import annotations
 import gc
 import glob
 import os
+import socket
 import subprocess
 import sys
 import tempfile
@@ -232,14 +233,14 @@ def test_many_threads_start_workers_at_once(method: str) -> None:
 
 def test_fork_server_dies_when_its_control_socket_closes(tmp_path: Path) -> None:
     client = ZygoteClient(LocalExecutionEnvironment(tmp_path), spawn.DEFAULT_PRELOAD)
-    parent_end, child_end = __import__("socket").socketpair()
+    parent_end, child_end = socket.socketpair()
     workdir = tmp_path / "w"
     workdir.mkdir(mode=0o700)
     worker = client.fork(child_end.fileno(), limits=Limits(), cwd=str(workdir), env={}, entry=ENTRY)
     child_end.close()
     assert client.pid is not None and _running(client.pid) and _running(worker)
     client._sock.close()  # what the kernel does when the parent dies
-    process = client._process
+    process = client.process
     assert process is not None
     process.wait(timeout=10)
     assert _eventually(lambda: not _running(worker))

@@ -299,7 +299,11 @@ def prewarm(start_method: str = "forkserver", *, preload: Sequence[str] = DEFAUL
 
 
 def shutdown() -> None:
-    """Kill every worker and the fork server, remove the temporary directories; idempotent."""
+    """Kill every worker and the fork server, remove the temporary directories; idempotent.
+
+    Meant for the end (it runs at exit): a worker started by another thread *while* this runs
+    may lose its directory. Starting workers afterwards is fine (everything starts afresh).
+    """
     state = _state
     with state.lock:
         for handle in list(state.handles):

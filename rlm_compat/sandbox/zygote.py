@@ -314,6 +314,11 @@ class ZygoteClient:
     def closed(self) -> bool:
         return self._closed
 
+    @property
+    def process(self) -> subprocess.Popen[bytes] | None:
+        """The server's process once it was started (None before and after :meth:`close`)."""
+        return self._process
+
     def _ensure_ready(self) -> None:
         if self._process is not None:
             return
