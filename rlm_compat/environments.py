@@ -17,7 +17,7 @@ import os
 import signal
 import subprocess
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
 from .errors import RLMError
@@ -85,6 +85,17 @@ class ExecutionEnvironment(abc.ABC):
     @abc.abstractmethod
     def file_exists(self, path: str) -> bool:
         """Whether a file or directory exists."""
+
+    def start_process(
+        self, argv: Sequence[str], *, pass_fds: Sequence[int] = (), cwd: str | None = None
+    ) -> subprocess.Popen[bytes]:
+        """Start a long-lived child (the REPL fork server, a worker) and return it unwaited.
+
+        Not abstract, so environments written before workers existed keep working; they just
+        cannot host workers. The child gets no stdin/stdout/stderr (it talks over the inherited
+        ``pass_fds``) and runs in its own session, so killing its process group stops it all.
+        """
+        raise EnvironmentAccessError(f"this environment ({type(self).__name__}) cannot start processes")
 
 
 def filter_env_vars(
@@ -173,6 +184,24 @@ class LocalExecutionEnvironment(ExecutionEnvironment):
         return CommandResult(
             command, process.returncode, out, err, time.perf_counter() - started, timed_out
         )
+
+    def start_process(
+        self, argv: Sequence[str], *, pass_fds: Sequence[int] = (), cwd: str | None = None
+    ) -> subprocess.Popen[bytes]:
+        directory = self.working_directory if cwd is None else self._path(cwd)
+        try:
+            return subprocess.Popen(
+                list(argv),
+                cwd=directory,
+                env=self.env_vars,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+                pass_fds=tuple(pass_fds),
+                start_new_session=True,
+            )
+        except OSError as exc:
+            raise EnvironmentAccessError(f"cannot start {argv[0]!r}: {exc}") from None
 
     def read_file(self, path: str) -> str:
         target = self._path(path)
