@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 import re
+import signal
 import time
 
 import pytest
@@ -95,11 +97,17 @@ def test_a_dead_worker_is_replaced_with_env_resent() -> None:
     ex = REPLExecutor(isolation="process")
     env: dict = {"n": 1}
     assert ex.execute("print(n)", env) == "1"
-    runner = ex._process
-    assert runner is not None and runner._proc is not None
-    runner._proc.kill()
-    runner._proc.wait()
-    assert ex.execute("print(n + 1)", env) == "2"
+    pid = ex._runner.worker_pid  # type: ignore[attr-defined]
+    assert pid is not None and pid != os.getpid()
+    os.kill(pid, signal.SIGKILL)
+    deadline = time.monotonic() + 5
+    while ex._runner.worker_pid is not None and os.path.exists(f"/proc/{pid}/status") and time.monotonic() < deadline:  # type: ignore[attr-defined]
+        with open(f"/proc/{pid}/status") as f:
+            if "zombie" in f.read():
+                break
+        time.sleep(0.01)
+    out = ex.execute("print(n + 1)", env)
+    assert out.endswith("2") and "had stopped" in out
 
 
 def test_huge_allocation_fails_in_the_worker() -> None:

@@ -37,6 +37,7 @@ from .violations import MemorySignal, TimeoutSignal
 
 __all__ = [
     "MEMORY_SAMPLE_INTERVAL",
+    "host_code",
     "REINJECT_INTERVAL",
     "Deadline",
     "deadline_tick",
@@ -185,6 +186,13 @@ class Deadline:
 
 
 _SANDBOX_DIR = os.path.dirname(os.path.abspath(__file__))
+_HOST_CODE: set[object] = set()
+"""Code objects inside the sandbox package that are host time (a worker waiting on its parent)."""
+
+
+def host_code(fn: Callable[..., object]) -> None:
+    """Count time spent in ``fn`` (a sandbox-package function) as host time, not the step's."""
+    _HOST_CODE.add(fn.__code__)
 _CURRENT: dict[int, Deadline] = {}
 """The innermost running execution of each thread (for the watchdog's look at its frames)."""
 
@@ -198,7 +206,7 @@ def _sandbox_on_top(d: Deadline) -> bool:
         filename = frame.f_code.co_filename
         if filename.startswith("<rlm-repl-"):
             return True
-        if not filename.startswith(_SANDBOX_DIR):  # host code: the host is running
+        if not filename.startswith(_SANDBOX_DIR) or frame.f_code in _HOST_CODE:  # the host runs
             return False
         frame = frame.f_back  # a guard called by sandboxed code
     return False

@@ -89,6 +89,12 @@ class ProcessRunner:
 
     # --- lifecycle --------------------------------------------------------------------------
 
+    @property
+    def worker_pid(self) -> int | None:
+        """The session's worker process id (None before the first step or after a close)."""
+        handle = self._worker[0]
+        return None if handle is None else int(handle.pid)
+
     def close(self) -> None:
         """Stop the worker (a new one starts on the next step; what lived only there is lost)."""
         with self._lock:

@@ -24,6 +24,7 @@ from typing import Any
 
 from . import rlimits
 from .channel import PROTOCOL, Channel
+from .deadline import host_code
 from .hostcall import HostCall, host_call
 from .inline import InlineRunner
 from .modules import proxy_for_module
@@ -33,6 +34,8 @@ __all__ = ["serve"]
 
 _ATOMIC = (str, bytes, int, float, bool, type(None), complex)
 """Values whose unchanged identity means an unchanged value (nothing inside can change)."""
+_MIN_STEP_ROOM = 32 << 20
+"""Address space a step always gets, even when the session already holds its whole allowance."""
 _CONTAINERS = frozenset({str, bytes, bytearray, list, dict, tuple, set, frozenset})
 """Types the parent always takes as plain data (their repr may be huge: not sent)."""
 
@@ -56,6 +59,9 @@ class _Remote:
         return reply["value"]
 
 
+host_code(_Remote.__call__)
+
+
 class _Session:
     """The worker's state: its namespace and what the parent already knows of it."""
 
@@ -65,7 +71,7 @@ class _Session:
         self.ns: dict[str, Any] = {}
         self.known: dict[str, tuple[int, bytes | None]] = {}
         self.received = 0
-        self.base_vm = rlimits.virtual_size()
+        self.base_vm = rlimits.current_address_space()
 
     def sync(self, message: dict[str, Any]) -> dict[str, str]:
         """Apply the parent's changes; the variables that could not be loaded here, with why."""
@@ -126,8 +132,10 @@ class _Session:
     def cap(self) -> None:
         """This step's limits: address space above what the session holds, CPU time."""
         limits = self.runner.config.limits
-        if limits.memory_mb is not None:
-            rlimits.cap_address_space((limits.memory_mb << 20) + 2 * self.received, self.base_vm)
+        now = rlimits.current_address_space()
+        if limits.memory_mb is not None and self.base_vm is not None and now is not None:
+            total = self.base_vm + (limits.memory_mb << 20) + 2 * self.received
+            rlimits.cap_address_space(max(total - now, _MIN_STEP_ROOM))
         rlimits.cap_cpu(limits.cpu_seconds)
 
 
