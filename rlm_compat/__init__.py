@@ -6,9 +6,10 @@ litellm is imported on the first model call, and its remote cost-map fetch is sw
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 from ._lazy import ensure_offline_litellm
 from .config import Limits, ReplConfig
-from .core import RLM
 from .errors import (
     ConfigurationError,
     FinalVarMissingError,
@@ -23,7 +24,19 @@ from .errors import (
 from .profiles import Profile
 from .repl import REPLExecutor
 
+if TYPE_CHECKING:
+    from .core import RLM
+
 ensure_offline_litellm()
+
+
+def __getattr__(name: str) -> Any:
+    """``RLM`` is imported on first use: a REPL worker imports this package but never the loop."""
+    if name == "RLM":
+        from .core import RLM
+
+        return RLM
+    raise AttributeError(f"module 'rlm_compat' has no attribute {name!r}")
 
 __version__ = "0.1.0"
 

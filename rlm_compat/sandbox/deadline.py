@@ -37,11 +37,11 @@ from .violations import MemorySignal, TimeoutSignal
 
 __all__ = [
     "MEMORY_SAMPLE_INTERVAL",
-    "host_code",
     "REINJECT_INTERVAL",
     "Deadline",
     "deadline_tick",
     "generator_tick",
+    "host_code",
     "resident_bytes",
     "run_with_deadline",
 ]

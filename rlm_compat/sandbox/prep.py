@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import ast
 import dataclasses
-import importlib.metadata
+import functools
 import itertools
 import re
 import sys
@@ -48,7 +48,16 @@ __all__ = [
 ]
 
 _PY310 = sys.version_info < (3, 11)
-_RP9 = int(importlib.metadata.version("RestrictedPython").split(".")[0]) >= 9
+
+
+@functools.cache
+def _rp9() -> bool:
+    """RestrictedPython 9 words a null-byte error differently (asked late: importlib.metadata is slow)."""
+
+    from importlib import metadata
+
+    return int(metadata.version("RestrictedPython").split(".")[0]) >= 9
+
 _RUN_TAGS = frozenset({"", "python", "py", "python3", "py3", "repl"})
 _OPEN = re.compile(r"^([ \t]{0,3})(`{3,}|~{3,})[ \t]*([^\s`]*)[^`]*$")
 _TRAILING_KEYWORDS = ("=", "import", "def", "class", "if", "for", "while", "with")
@@ -635,7 +644,7 @@ def _syntax_issue(exc: SyntaxError | ValueError) -> CompileIssue:
         )
         return CompileIssue("syntax", exc.lineno, f"{type(exc).__name__}: {exc.msg}", text)
     # RestrictedPython 9 formats a ValueError (null byte) like a syntax error; 8.x gives its text.
-    upstream = f"Line None: ValueError: {exc}" if _RP9 else str(exc)
+    upstream = f"Line None: ValueError: {exc}" if _rp9() else str(exc)
     return CompileIssue("syntax", None, f"ValueError: {exc}", upstream)
 
 
