@@ -10,17 +10,16 @@ from __future__ import annotations
 
 import dis
 import math
-import random
 from types import ModuleType
 from typing import Any
 
 from .errors import ConfigurationError, REPLError, REPLSecurityError, REPLTimeoutError
 from .profiles import Profile, resolve_profile
-from .sandbox.context import LOCAL, ExecState
+from .sandbox.context import LOCAL, ExecState, Session
 from .sandbox.deadline import Deadline, run_with_deadline
 from .sandbox.modules import proxy_for_module
 from .sandbox.output import CappedText, PrintCollector
-from .sandbox.policy import builtins_for
+from .sandbox.policy import session_builtins
 from .sandbox.prep import Compiled, CompileOptions, Program, compile_program, extract, user_line
 from .sandbox.process import ProcessRunner
 from .sandbox.violations import MemorySignal, SandboxViolation, TimeoutSignal
@@ -100,9 +99,9 @@ class REPLExecutor:
         self.profile = resolve_profile(profile)
         self.isolation = isolation
         self._options = CompileOptions.from_profile(self.profile)
-        self._builtins = builtins_for(self.profile)
+        self._session = Session()
+        self._builtins = session_builtins(self.profile, self._session)
         self._hot = {k: self._builtins[k] for k in _HOT_NAMES if k in self._builtins}
-        self._random = random.Random()
         self._process: ProcessRunner | None = None
         if isolation == "process":
             self._process = ProcessRunner(
@@ -158,7 +157,7 @@ class REPLExecutor:
             if math.isfinite(self.timeout) or self._memory_limit is not None
             else None
         )
-        state = ExecState(sink, self.max_output_chars, env, self._random, deadline)
+        state = ExecState(sink, self.max_output_chars, env, self._session, deadline)
         if self.profile.separate_scopes:
             namespace: dict[str, Any] = {"__builtins__": self._builtins}
         else:
