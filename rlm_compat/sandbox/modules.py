@@ -216,8 +216,10 @@ def _repeat(obj: Any, *times: Any) -> Iterator[Any]:
 
 def _overrides() -> dict[str, dict[str, Any]]:
     from .policy import GuardedFormatter
+    from .regex import sandbox_re_functions
 
     return {
+        "re": sandbox_re_functions(),
         "string": {"Formatter": GuardedFormatter},
         "itertools": {
             "count": _interruptible(itertools.count),
