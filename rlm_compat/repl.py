@@ -301,7 +301,7 @@ class REPLExecutor:
 _ABSENT = object()
 _HOT_NAMES = (
     "_getattr_", "_write_", "_rlm_type_", "_rlm_plain_types_", "_rlm_writable_types_",
-    "_rlm_print_", "_rlm_getattr_format_", "_rlm_mul_", "_rlm_pow_",
+    "_rlm_print_", "_rlm_getattr_format_", "_rlm_mul_", "_rlm_pow_", "__warningregistry__",
 )
 
 

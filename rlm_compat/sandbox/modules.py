@@ -19,6 +19,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from .context import Session, own_state
+from .regex import sandbox_re_functions
 from .violations import ForbiddenAttributeError, ForbiddenWriteError
 
 __all__ = [
@@ -216,7 +217,6 @@ def _repeat(obj: Any, *times: Any) -> Iterator[Any]:
 
 def _overrides() -> dict[str, dict[str, Any]]:
     from .policy import GuardedFormatter
-    from .regex import sandbox_re_functions
 
     return {
         "re": sandbox_re_functions(),

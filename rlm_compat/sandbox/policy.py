@@ -602,6 +602,7 @@ def builtins_for(profile: Profile) -> dict[str, Any]:
         delattr=safe_delattr,
         __build_class__=builtins.__build_class__,
         __name__="__main__",
+        __warningregistry__=None,  # placed in env during steps: see warnguard
     )
     if profile.no_getattr_builtin:
         b["hasattr"] = upstream_hasattr
@@ -679,7 +680,9 @@ def session_builtins(profile: Profile, session: Session) -> dict[str, Any]:
     Built once per executor: a dict copy, nothing per step.
     """
     from .deadline import session_generator_tick
+    from .warnguard import install
 
+    install()
     b = dict(builtins_for(profile))
     own_random = SessionRandom(session)
     b.update({
