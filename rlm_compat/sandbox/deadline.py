@@ -32,7 +32,7 @@ from collections.abc import Callable
 from time import monotonic
 from typing import TypeVar
 
-from .context import LOCAL
+from .context import LOCAL, Session
 from .violations import MemorySignal, TimeoutSignal
 
 __all__ = [
@@ -44,6 +44,7 @@ __all__ = [
     "host_code",
     "resident_bytes",
     "run_with_deadline",
+    "session_generator_tick",
 ]
 
 REINJECT_INTERVAL = 0.1
@@ -287,12 +288,28 @@ def generator_tick() -> None:
     deadline is closed by the garbage collector in whatever thread drops it; its ``finally``
     body must not run there, so the tick ends it at once.
     """
+    _generator_tick(LOCAL.state is not None)
+
+
+def session_generator_tick(session: Session) -> Callable[[], None]:
+    """:func:`generator_tick` for ``session``'s generators: closing one counts as "outside"
+    unless a step of that same session is running in this thread (another session's step is
+    no place for its cleanup code)."""
+
+    def generator_tick() -> None:
+        state = LOCAL.state
+        _generator_tick(state is not None and state.session is session)
+
+    return generator_tick
+
+
+def _generator_tick(at_home: bool) -> None:
     state = LOCAL.state
     d = state.deadline if state is not None else None
     late = d is not None and (
         d.stop is not None or (d.in_host == 0 and monotonic() >= d.deadline)
     )
-    if state is None or late:
+    if not at_home or late:
         if sys.exc_info()[0] is GeneratorExit:
             raise GeneratorExit
         if late:

@@ -13,17 +13,16 @@ from __future__ import annotations
 
 import dis
 import math
-import random
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 from ..errors import FinalVarMissingError, REPLError, REPLSecurityError, REPLTimeoutError
-from .context import LOCAL, ExecState
+from .context import LOCAL, ExecState, Session
 from .deadline import Deadline, run_with_deadline
 from .hostcall import bounded_str
 from .modules import proxy_for_module
 from .output import CappedText, PrintCollector
-from .policy import builtins_for
+from .policy import session_builtins
 from .prep import Compiled, CompileOptions, Program, compile_program, extract, user_line
 from .texts import NO_CODE, Texts
 from .violations import MemorySignal, SandboxViolation, TimeoutSignal
@@ -52,9 +51,9 @@ class InlineRunner:
         profile = config.profile
         self._texts = Texts(profile)
         self._options = CompileOptions.from_profile(profile)
-        self._builtins = builtins_for(profile)
+        self._session = Session()
+        self._builtins = session_builtins(profile, self._session)
         self._hot = {k: self._builtins[k] for k in _HOT_NAMES if k in self._builtins}
-        self._random = random.Random()
         self._timeout = config.timeout
         memory_mb = config.limits.memory_mb if memory_guard else None
         self._memory_limit = None if memory_mb is None else memory_mb << 20
@@ -123,7 +122,7 @@ class InlineRunner:
             else None
         )
         state = ExecState(
-            sink, self.config.max_output_chars, env, self._random, deadline,
+            sink, self.config.max_output_chars, env, self._session, deadline,
             self.config.limits.answer_chars,
         )
         if self.config.profile.separate_scopes:
@@ -233,7 +232,7 @@ class InlineRunner:
 _ABSENT = object()
 _HOT_NAMES = (
     "_getattr_", "_write_", "_rlm_type_", "_rlm_plain_types_", "_rlm_writable_types_",
-    "_rlm_print_", "_rlm_getattr_format_", "_rlm_mul_", "_rlm_pow_",
+    "_rlm_print_", "_rlm_getattr_format_", "_rlm_mul_", "_rlm_pow_", "__warningregistry__",
 )
 
 _RAISE_OPCODES = frozenset(dis.opmap[n] for n in ("RAISE_VARARGS", "RERAISE") if n in dis.opmap)

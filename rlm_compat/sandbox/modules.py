@@ -12,16 +12,20 @@ from __future__ import annotations
 import importlib
 import itertools
 import random as _random
+import sys
 import threading
 import types
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from .context import LOCAL
+from .context import Session, own_state
+from .regex import sandbox_re_functions
 from .violations import ForbiddenAttributeError, ForbiddenWriteError
 
 __all__ = [
     "ALLOWED_MODULES",
+    "SESSION_KEY",
+    "SESSION_RANDOM",
     "ModuleProxy",
     "SessionRandom",
     "module_proxy",
@@ -131,19 +135,30 @@ def _public(d: dict[str, Any]) -> list[str]:
 
 
 class SessionRandom:
-    """``random`` for sandboxed code: the functions of the current session's own ``Random``.
+    """``random`` for sandboxed code: the functions of its own session's ``Random``.
 
     The process-wide generator (which host code and other sessions share) is never reachable;
-    ``random.seed(1)`` seeds only the session calling it.
+    ``random.seed(1)`` seeds only the session calling it, and only during one of its steps: code
+    of a session running elsewhere (a function handed to another executor, called by the host)
+    gets a throwaway generator. The shared instance (a raw ``random`` module seen through
+    :func:`proxy_for_module`) finds the session from the calling sandboxed frame's builtins.
     """
+
+    __slots__ = ("_session",)
+
+    def __init__(self, session: Session | None = None) -> None:
+        object.__setattr__(self, "_session", session)
 
     def __getattr__(self, name: str) -> Any:
         if name.startswith("_") or name not in _ALLOWLISTS["random"]:
-                raise ForbiddenAttributeError(f"'random.{name}' is not available in the sandbox")
+            raise ForbiddenAttributeError(f"'random.{name}' is not available in the sandbox")
         if name == "Random":
             return _random.Random
-        state = LOCAL.state
-        rng = state.random if state is not None else _FALLBACK_RANDOM
+        session = object.__getattribute__(self, "_session")
+        if session is None:
+            session = _calling_session()
+        state = own_state(session) if session is not None else None
+        rng = state.session.random if state is not None else _random.Random()
         return getattr(rng, name)
 
     def __setattr__(self, name: str, value: Any) -> None:
@@ -155,8 +170,25 @@ class SessionRandom:
     def __repr__(self) -> str:
         return "<module 'random' (sandboxed, per session)>"
 
+    def __reduce__(self) -> Any:
+        raise TypeError("sandboxed modules cannot be pickled")
 
-_FALLBACK_RANDOM = _random.Random()
+
+SESSION_KEY = "_rlm_session_"
+"""Where a session's builtins layer names its session (sandboxed code cannot spell it)."""
+
+
+def _calling_session() -> Session | None:
+    """The session of the nearest sandboxed frame up the stack (None if there is none)."""
+    frame: types.FrameType | None = sys._getframe(2)
+    while frame is not None:
+        if frame.f_code.co_filename.startswith("<rlm-repl-"):
+            session = frame.f_builtins.get(SESSION_KEY)
+            return session if isinstance(session, Session) else None
+        frame = frame.f_back
+    return None
+
+
 SESSION_RANDOM = SessionRandom()
 
 
@@ -187,6 +219,7 @@ def _overrides() -> dict[str, dict[str, Any]]:
     from .policy import GuardedFormatter
 
     return {
+        "re": sandbox_re_functions(),
         "string": {"Formatter": GuardedFormatter},
         "itertools": {
             "count": _interruptible(itertools.count),
@@ -259,14 +292,11 @@ def proxy_for_module(module: types.ModuleType) -> Any:
     if proxy is not None:
         return proxy
     name = getattr(module, "__name__", None)
-    if isinstance(name, str) and name in _ALLOWLISTS:
-        import sys
-
-        if sys.modules.get(name) is module:
-            proxy = module_proxy(name)
-            with _lock:
-                _by_module[id(module)] = proxy
-            return proxy
+    if isinstance(name, str) and name in _ALLOWLISTS and sys.modules.get(name) is module:
+        proxy = module_proxy(name)
+        with _lock:
+            _by_module[id(module)] = proxy
+        return proxy
     label = name if isinstance(name, str) else "?"
     with _lock:
         denied = _DENIED.get(label)

@@ -2,17 +2,30 @@
 
 Nothing here swaps ``sys.stdout``: sandboxed ``print`` is rewritten at compile time to call one of
 these objects, which find the current execution's sink through a thread-local, so prints inside
-functions (even functions defined in earlier steps) land in the step that runs them.
+functions (even functions defined in earlier steps) land in the step that runs them. The
+``session_*`` variants are what executors install: they write only into a step of their own
+session, so a finalizer or a function of one executor running during another's step prints
+nowhere.
 """
 
 from __future__ import annotations
 
 import builtins
+from collections.abc import Callable
 from typing import Any
 
-from .context import LOCAL
+from .context import LOCAL, Session, own_state
 
-__all__ = ["CappedText", "PrintCollector", "print_collector_factory", "sandbox_print", "show"]
+__all__ = [
+    "CappedText",
+    "PrintCollector",
+    "print_collector_factory",
+    "sandbox_print",
+    "session_collector_factory",
+    "session_print",
+    "session_show",
+    "show",
+]
 
 _print = builtins.print
 
@@ -85,9 +98,18 @@ def _target(file: Any) -> Any:
     if file is None:
         state = LOCAL.state
         return state.sink if state is not None else _DISCARD
+    return _file_target(file)
+
+
+def _file_target(file: Any) -> Any:
     from .policy import checked_getattr  # late: policy imports this module
 
     return _WriteAdapter(checked_getattr(file, "write"))
+
+
+def _own_sink(session: Session) -> Any:
+    state = own_state(session)
+    return state.sink if state is not None else _DISCARD
 
 
 def sandbox_print(
@@ -107,6 +129,32 @@ def show(value: Any) -> None:
         sink.write("\n")
 
 
+def session_print(session: Session) -> Callable[..., None]:
+    """``print`` for ``session``'s code: into its own step's sink, else nowhere."""
+
+    def print_(
+        *objects: Any, sep: str | None = None, end: str | None = None, file: Any = None,
+        flush: bool = False,
+    ) -> None:
+        _print(*objects, sep=sep, end=end, file=_own_sink(session) if file is None
+               else _file_target(file))
+
+    print_.__name__ = print_.__qualname__ = "print"
+    return print_
+
+
+def session_show(session: Session) -> Callable[[Any], None]:
+    """:func:`show` for ``session``'s programs."""
+
+    def show_(value: Any) -> None:
+        if value is not None:
+            sink = _own_sink(session)
+            sink.write(str(value))
+            sink.write("\n")
+
+    return show_
+
+
 class PrintCollector:
     """RestrictedPython's print collector, as 2fb46cc installs it (``_print`` in the namespace).
 
@@ -114,9 +162,11 @@ class PrintCollector:
     capped like the sink so a flood cannot grow the namespace without bound.
     """
 
-    def __init__(self, _getattr_: Any = None) -> None:
-        state = LOCAL.state
-        self.txt = CappedText(state.limit if state is not None else 0)
+    def __init__(self, _getattr_: Any = None, *, limit: int | None = None) -> None:
+        if limit is None:
+            state = LOCAL.state
+            limit = state.limit if state is not None else 0
+        self.txt = CappedText(limit)
 
     def write(self, text: str) -> None:
         self.txt.write(text)
@@ -136,3 +186,13 @@ class PrintCollector:
 def print_collector_factory(_getattr_: Any = None) -> PrintCollector:
     """``_print_``: what RestrictedPython's rewritten code calls to make a collector."""
     return PrintCollector(_getattr_)
+
+
+def session_collector_factory(session: Session) -> Callable[..., PrintCollector]:
+    """``_print_`` for ``session``'s code: a collector that keeps nothing outside its steps."""
+
+    def factory(_getattr_: Any = None) -> PrintCollector:
+        state = own_state(session)
+        return PrintCollector(_getattr_, limit=state.limit if state is not None else 0)
+
+    return factory

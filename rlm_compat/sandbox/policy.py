@@ -4,7 +4,8 @@ The compile-time half (which names and syntax are refused, what is rewritten int
 lives in :mod:`.prep`; this module holds what the rewritten code calls. Everything is built once
 per :class:`~rlm_compat.profiles.Profile` and shared by all executors using it: the mappings are
 never reachable from sandboxed code, and per-execution state is found through
-:data:`.context.LOCAL`.
+:data:`.context.LOCAL`. Each executor runs its code with :func:`session_builtins`, a thin copy
+whose output, ``dir()``, ``random`` and generator guards are bound to its :class:`.Session`.
 """
 
 from __future__ import annotations
@@ -32,9 +33,10 @@ from RestrictedPython.transformer import INSPECT_ATTRIBUTES
 from RestrictedPython.Utilities import reorder, same_type, test
 
 from ..profiles import Profile
-from .context import LOCAL
+from .context import LOCAL, Session, own_state
 from .modules import (
     ALLOWED_MODULES,
+    SESSION_KEY,
     SESSION_RANDOM,
     ModuleProxy,
     SessionRandom,
@@ -42,7 +44,14 @@ from .modules import (
     proxy_for_module,
     rp_string_proxy,
 )
-from .output import print_collector_factory, sandbox_print, show
+from .output import (
+    print_collector_factory,
+    sandbox_print,
+    session_collector_factory,
+    session_print,
+    session_show,
+    show,
+)
 from .violations import (
     ForbiddenAttributeError,
     ForbiddenImportError,
@@ -60,6 +69,7 @@ __all__ = [
     "builtins_for",
     "checked_getattr",
     "sandbox_classes",
+    "session_builtins",
     "write_guard",
 ]
 
@@ -193,6 +203,20 @@ def safe_dir(*args: Any) -> list[str]:
     if type(obj) is _Module:
         obj = proxy_for_module(obj)
     return [n for n in builtins.dir(obj) if not n.startswith("_") and n not in BLOCKED_ATTRIBUTES]
+
+
+def session_dir(session: Session) -> Callable[..., list[str]]:
+    """``dir`` for ``session``'s code: ``dir()`` lists its own step's variables, else nothing."""
+
+    def dir_(*args: Any) -> list[str]:
+        if args:
+            return safe_dir(*args)
+        state = own_state(session)
+        env = state.env if state is not None else {}
+        return sorted(k for k in env if isinstance(k, str) and not k.startswith("_"))
+
+    dir_.__name__ = dir_.__qualname__ = "dir"
+    return dir_
 
 
 # --- str.format -----------------------------------------------------------------------------
@@ -506,6 +530,18 @@ def guarded_import(
     return proxy
 
 
+def session_import(session_random: SessionRandom) -> Callable[..., Any]:
+    """``__import__`` for one session: ``import random`` gives that session's generator."""
+
+    def import_(
+        name: str, globals: Any = None, locals: Any = None, fromlist: Any = (), level: int = 0
+    ) -> Any:
+        proxy = guarded_import(name, globals, locals, fromlist, level)
+        return session_random if proxy is SESSION_RANDOM else proxy
+
+    return import_
+
+
 # --- the builtins mapping -------------------------------------------------------------------
 
 _RP_EXCEPTIONS = (
@@ -568,6 +604,7 @@ def builtins_for(profile: Profile) -> dict[str, Any]:
         delattr=safe_delattr,
         __build_class__=builtins.__build_class__,
         __name__="__main__",
+        __warningregistry__=None,  # placed in env during steps: see warnguard
     )
     if profile.no_getattr_builtin:
         b["hasattr"] = upstream_hasattr
@@ -634,3 +671,31 @@ def allowed_builtin_names(profile: Profile) -> list[str]:
 
 
 register_opaque(callable_iterator)
+
+
+def session_builtins(profile: Profile, session: Session) -> dict[str, Any]:
+    """The ``__builtins__`` of one executor: :func:`builtins_for` with session-bound guards.
+
+    Functions and generators capture their builtins when they are made, so whatever code of
+    ``session`` runs later (a finalizer in another executor's step, a function the host moved
+    into another env) still reaches these guards, which act only in ``session``'s own steps.
+    Built once per executor: a dict copy, nothing per step.
+    """
+    from .deadline import session_generator_tick
+    from .warnguard import install
+
+    install()
+    b = dict(builtins_for(profile))
+    own_random = SessionRandom(session)
+    b.update({
+        SESSION_KEY: session,
+        "_rlm_print_": session_print(session),
+        "_rlm_show_": session_show(session),
+        "_print_": session_collector_factory(session),
+        "_rlm_gtick_": session_generator_tick(session),
+    })
+    for name, value in (("dir", session_dir(session)), ("random", own_random),
+                        ("whrandom", own_random), ("__import__", session_import(own_random))):
+        if name in b:
+            b[name] = value
+    return b

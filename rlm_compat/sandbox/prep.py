@@ -36,6 +36,7 @@ from RestrictedPython.transformer import (
 
 from ..profiles import Profile
 from .policy import BLOCKED_ATTRIBUTES
+from .warnguard import quiet_compile
 
 __all__ = [
     "CompileIssue",
@@ -616,6 +617,11 @@ def compile_program(source: str, opts: CompileOptions) -> Compiled:
 
 
 def _compile(source: str, opts: CompileOptions) -> Compiled:
+    with quiet_compile():  # SyntaxWarnings about the model's code are not the host's
+        return _compile_quietly(source, opts)
+
+
+def _compile_quietly(source: str, opts: CompileOptions) -> Compiled:
     filename = f"<rlm-repl-{next(_serial)}>"
     try:
         tree = ast.parse(source, filename, "exec")
