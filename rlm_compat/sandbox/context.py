@@ -16,11 +16,7 @@ from __future__ import annotations
 
 import random
 import threading
-from typing import TYPE_CHECKING, Any
-
-if TYPE_CHECKING:
-    from .deadline import Deadline
-    from .output import CappedText
+from typing import Any
 
 __all__ = ["LOCAL", "ExecState", "Session", "own_state"]
 
@@ -38,17 +34,21 @@ class Session:
 
 
 class ExecState:
-    """What one running ``execute`` call shares with the guards it installed."""
+    """What one running ``execute`` call shares with the guards it installed.
+
+    ``sink`` is the step's :class:`.output.CappedText` and ``deadline`` its
+    :class:`.deadline.Deadline` or None (typed loosely: this module sits below both).
+    """
 
     __slots__ = ("answer_chars", "deadline", "env", "limit", "session", "sink")
 
     def __init__(
         self,
-        sink: CappedText,
+        sink: Any,
         limit: int,
         env: dict[str, Any],
         session: Session,
-        deadline: Deadline | None,
+        deadline: Any,
         answer_chars: int | None = None,
     ) -> None:
         self.sink = sink

@@ -23,7 +23,15 @@ from .hostcall import bounded_str
 from .modules import proxy_for_module
 from .output import CappedText, PrintCollector
 from .policy import session_builtins
-from .prep import Compiled, CompileOptions, Program, compile_program, extract, user_line
+from .prep import (
+    Compiled,
+    CompileOptions,
+    Program,
+    compile_program,
+    describe_line,
+    extract,
+    user_line,
+)
 from .texts import NO_CODE, Texts
 from .violations import MemorySignal, SandboxViolation, TimeoutSignal
 
@@ -72,7 +80,8 @@ class InlineRunner:
         if compiled.code is None:
             issues = compiled.issues
             error_type = REPLSecurityError if any(i.kind == "policy" for i in issues) else REPLError
-            raise error_type(self._texts.compile_error(issues, program))
+            wheres = [describe_line(i.line, program.line_map, program.blocks) for i in issues]
+            raise error_type(self._texts.compile_error(issues, wheres))
         sink = CappedText(self.config.max_output_chars)
         outcome = self._guarded(
             env, sink, lambda namespace: self._run(compiled, program, namespace, env, sink),

@@ -9,11 +9,19 @@ profile name.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
     from ..profiles import Profile
-    from .prep import CompileIssue, Program
+
+
+class _Issue(Protocol):
+    @property
+    def kind(self) -> str: ...
+    @property
+    def message(self) -> str: ...
+    @property
+    def upstream_text(self) -> str: ...
 
 __all__ = ["NO_CODE", "NO_OUTPUT", "Texts"]
 
@@ -75,19 +83,17 @@ class Texts:
             return f"Execution error: {how}"
         return f"Execution error: SystemError: {how}; the REPL worker process was restarted"
 
-    def compile_error(self, issues: Sequence[CompileIssue], program: Program) -> str:
-        """The code did not compile, or the policy refused it before it ran."""
+    def compile_error(self, issues: Sequence[_Issue], wheres: Sequence[str]) -> str:
+        """The code did not compile, or the policy refused it before it ran (``wheres``: each
+        issue's place in the user's code, as ``line 3``)."""
         if self._upstream:
             joined = ", ".join(i.upstream_text for i in issues)
             if issues[0].kind == "late-syntax":
                 return f"Execution error: {joined}"
             return f"Execution error: Compilation error: {joined}"
-        from .prep import describe_line
-
         parts = []
-        for issue in issues:
+        for issue, where in zip(issues, wheres, strict=True):
             text = issue.message if issue.kind != "policy" else f"SecurityError: {issue.message}"
-            where = describe_line(issue.line, program.line_map, program.blocks)
             parts.append(text + _where(where))
         return "Execution error: " + "; ".join(parts)
 
