@@ -17,15 +17,19 @@ import select
 import socket
 import struct
 import time
+from collections.abc import Callable
 from typing import Any
 
 __all__ = [
+    "PLAIN_CLASSES",
     "PROTOCOL",
     "Channel",
     "ChannelClosed",
     "ChannelTimeout",
     "MessageTooLarge",
+    "dumps_plain",
     "safe_loads",
+    "short_repr",
 ]
 
 PROTOCOL = 1
@@ -66,16 +70,83 @@ _SAFE_GLOBALS = {
 }
 
 
+def _plain_classes() -> frozenset[type]:
+    import importlib
+
+    return frozenset(
+        getattr(importlib.import_module(module), name)
+        for module, names in _SAFE_GLOBALS.items()
+        for name in names
+    )
+
+
+PLAIN_CLASSES = _plain_classes()
+"""The classes whose instances (and which, as values) cross from a worker as plain data."""
+
+
 class _SafeUnpickler(pickle.Unpickler):
+    def __init__(self, data: bytes, stand_in: Callable[[str, str], Any] | None) -> None:
+        super().__init__(io.BytesIO(data))
+        self._stand_in = stand_in
+
     def find_class(self, module: str, name: str) -> Any:
         if name in _SAFE_GLOBALS.get(module, ()):
             return super().find_class(module, name)
         raise pickle.UnpicklingError(f"{module}.{name} is not plain data")
 
+    def persistent_load(self, pid: Any) -> Any:
+        if self._stand_in is None or not (
+            isinstance(pid, tuple) and len(pid) == 3 and pid[0] == "stand-in"
+            and isinstance(pid[1], str) and isinstance(pid[2], str)
+        ):
+            raise pickle.UnpicklingError("unexpected persistent id")
+        return self._stand_in(pid[1], pid[2])
 
-def safe_loads(data: bytes) -> Any:
-    """Unpickle data from an untrusted worker: plain data types only."""
-    return _SafeUnpickler(io.BytesIO(data)).load()
+
+def safe_loads(data: bytes, stand_in: Callable[[str, str], Any] | None = None) -> Any:
+    """Unpickle data from an untrusted worker: plain data types only.
+
+    ``stand_in(type_qualname, repr)`` makes the object that replaces each value the worker kept
+    (see :func:`dumps_plain`); without it such data is refused.
+    """
+    return _SafeUnpickler(data, stand_in).load()
+
+
+class _StandInPickler(pickle.Pickler):
+    def persistent_id(self, obj: Any) -> Any:
+        kind = type(obj)
+        if kind in PLAIN_CLASSES or (kind is type and obj in PLAIN_CLASSES):
+            return None
+        return ("stand-in", kind.__qualname__, short_repr(obj))
+
+
+def dumps_plain(value: Any) -> tuple[bytes, bool]:
+    """``value`` pickled for the parent, and whether anything in it had to stay behind.
+
+    Plain data is pickled as it is (checked by loading it back the way the parent will). Anything
+    else — a function, a class, an instance of one, a module proxy — is replaced by a stand-in
+    carrying its type and repr, wherever it sits (``[f, g]`` crosses as a list of two stand-ins).
+    """
+    try:
+        data = pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
+        safe_loads(data)
+        return data, False
+    except Exception:
+        pass
+    buffer = io.BytesIO()
+    _StandInPickler(buffer, protocol=pickle.HIGHEST_PROTOCOL).dump(value)
+    return buffer.getvalue(), True
+
+
+def short_repr(value: Any, limit: int = 200) -> str:
+    """``repr(value)``, at most ``limit`` characters, never raising."""
+    try:
+        text = repr(value)
+    except BaseException:
+        return f"<{type(value).__name__}>"
+    if type(text) is not str:
+        return f"<{type(value).__name__}>"
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 class Channel:

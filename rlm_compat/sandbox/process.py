@@ -20,6 +20,7 @@ WorkerObjects are lost: the step's error says which, and they leave ``env``.
 
 from __future__ import annotations
 
+import functools
 import math
 import pickle
 import threading
@@ -46,7 +47,11 @@ ordinary code at the timeout itself and keeps the session; this is for single lo
 
 
 class WorkerObject:
-    """Stands in ``env`` for a value that lives only in the worker (a function, a class...)."""
+    """Stands in ``env`` for a value that lives only in the worker (a function, a class...).
+
+    Callable, so containers that insist on a callable (``defaultdict(lambda: 0)``) can hold one;
+    calling it says where the real one is.
+    """
 
     __slots__ = ("name", "type_name", "worker_repr")
 
@@ -57,6 +62,9 @@ class WorkerObject:
 
     def __repr__(self) -> str:
         return f"<{self.type_name} {self.name!r} (lives in the REPL worker process)>"
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        raise TypeError(f"{self!r} can only be called by code running in the REPL")
 
     def __rlm_stand_in__(self) -> tuple[str, str]:
         """``(type qualname, repr in the worker)`` for encoders that describe values by type."""
@@ -84,6 +92,7 @@ class ProcessRunner:
         self._hosts: set[str] = set()
         self._notice = ""
         self._unsent: dict[str, str] = {}
+        self._held: set[str] = set()
         self._lock = threading.Lock()
         weakref.finalize(self, _release, self._worker)
 
@@ -180,14 +189,14 @@ class ProcessRunner:
                 modules[key] = value.__name__
             elif isinstance(value, HostCall):
                 hosts[key] = value.kind
+            elif callable(value) and not isinstance(value, type):
+                hosts[key] = "call"  # a function the host put in env: it runs here
             else:
                 try:
                     values[key] = pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
                 except Exception as exc:
-                    if not callable(value):
-                        self._unsent[key] = f"{type(exc).__name__}: {exc}"
-                        continue
-                    hosts[key] = "call"  # a function the host put in env: it runs here
+                    self._unsent[key] = f"{type(exc).__name__}: {exc}"
+                    continue
             self._sent[key] = value
         self._hosts.update(hosts)
         removed = [k for k in self._sent if k not in env]
@@ -255,17 +264,18 @@ class ProcessRunner:
         for key in reply["removed"]:
             env.pop(key, None)
             self._sent.pop(key, None)
-        for key, (type_name, shown, data) in reply["values"].items():
+            self._held.discard(key)
+        for key, (type_name, kept, data) in reply["values"].items():
             try:
-                value = safe_loads(data)
-            except Exception:  # not plain data: it stays in the worker
-                value = WorkerObject(key, type_name, shown)
+                value = safe_loads(data, functools.partial(WorkerObject, key))
+            except Exception:  # a worker that sends something else keeps it
+                value, kept = WorkerObject(key, type_name), True
             env[key] = value
             self._sent[key] = value
-        for key, (type_name, shown) in reply["opaque"].items():
-            placeholder = WorkerObject(key, type_name, shown)
-            env[key] = placeholder
-            self._sent[key] = placeholder
+            if kept:
+                self._held.add(key)
+            else:
+                self._held.discard(key)
         unsent = {**self._unsent, **reply["unloadable"]}
         if not unsent:
             return self._outcome(reply["result"])
@@ -288,10 +298,11 @@ class ProcessRunner:
         raise error_type(result["text"])
 
     def _lost(self, env: dict[str, Any]) -> str:
-        """Drop the WorkerObjects a killed worker took with it; the notice naming them."""
-        lost = [k for k, v in env.items() if isinstance(v, WorkerObject)]
+        """Drop the variables a killed worker took with it (whole or in part); the notice naming them."""
+        lost = sorted(k for k in self._held if k in env)
         for key in lost:
             del env[key]
+        self._held.clear()
         return self._texts.lost_variables(lost)
 
     def _replace(self, env: dict[str, Any], why: str) -> str:

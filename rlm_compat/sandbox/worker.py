@@ -23,9 +23,9 @@ import socket
 from typing import Any
 
 from . import rlimits
-from .channel import PROTOCOL, Channel
+from .channel import PROTOCOL, Channel, dumps_plain
 from .deadline import host_code
-from .hostcall import HostCall, host_call
+from .hostcall import host_call
 from .inline import InlineRunner
 from .modules import proxy_for_module
 from .texts import Texts
@@ -34,11 +34,10 @@ __all__ = ["serve"]
 
 _ATOMIC = (str, bytes, int, float, bool, type(None), complex)
 """Values whose unchanged identity means an unchanged value (nothing inside can change)."""
+_PARENTS = b"parent"
+"""Digest of the parent's own entries (modules, host functions): never reported back while kept."""
 _MIN_STEP_ROOM = 32 << 20
 """Address space a step always gets, even when the session already holds its whole allowance."""
-_CONTAINERS = frozenset({str, bytes, bytearray, list, dict, tuple, set, frozenset})
-"""Types the parent always takes as plain data (their repr may be huge: not sent)."""
-
 
 class _Remote:
     """A host function living in the parent: each call is one round trip on the channel."""
@@ -92,42 +91,30 @@ class _Session:
             self.known[key] = (id(ns[key]), digest)
         for key, name in message["modules"].items():
             ns[key] = proxy_for_module(importlib.import_module(name))
-            self.known[key] = (id(ns[key]), None)
+            self.known[key] = (id(ns[key]), _PARENTS)
         for key, kind in message["hosts"].items():
             ns[key] = host_call(_Remote(key, self.channel), kind)
-            self.known[key] = (id(ns[key]), None)
+            self.known[key] = (id(ns[key]), _PARENTS)
         return failed
 
-    def changes(
-        self,
-    ) -> tuple[dict[str, tuple[str, str, bytes]], dict[str, tuple[str, str]], list[str]]:
-        """What the step changed: ``(type, repr, pickle)`` values, opaque ``(type, repr)`` entries
-        and removed names (the parent may refuse a pickle: the type and repr stand in for it)."""
-        values: dict[str, tuple[str, str, bytes]] = {}
-        opaque: dict[str, tuple[str, str]] = {}
+    def changes(self) -> tuple[dict[str, tuple[str, bool, bytes]], list[str]]:
+        """What the step changed: ``(type, kept here, pickle)`` per variable, and removed names."""
+        values: dict[str, tuple[str, bool, bytes]] = {}
         for key, value in self.ns.items():
-            if not isinstance(key, str) or isinstance(value, HostCall):
+            seen_id, seen_digest = self.known.get(key, (None, None))
+            same = seen_id == id(value)
+            if same and (isinstance(value, _ATOMIC) or seen_digest == _PARENTS):
                 continue
-            seen = self.known.get(key)
-            if seen is not None and seen[0] == id(value) and isinstance(value, _ATOMIC):
-                continue
-            try:
-                data = pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
-            except Exception:
-                if seen is None or seen[0] != id(value):
-                    opaque[key] = (type(value).__qualname__, _short_repr(value))
-                self.known[key] = (id(value), None)
-                continue
+            data, kept = dumps_plain(value)
             digest = hashlib.blake2b(data, digest_size=16).digest()
-            if seen is not None and seen[0] == id(value) and seen[1] == digest:
+            if same and seen_digest == digest:
                 continue
-            shown = "" if type(value) in _CONTAINERS else _short_repr(value)
-            values[key] = (type(value).__qualname__, shown, data)
+            values[key] = (type(value).__qualname__, kept, data)
             self.known[key] = (id(value), digest)
         removed = [k for k in self.known if k not in self.ns]
         for key in removed:
             del self.known[key]
-        return values, opaque, removed
+        return values, removed
 
     def cap(self) -> None:
         """This step's limits: address space above what the session holds, CPU time."""
@@ -137,14 +124,6 @@ class _Session:
             total = self.base_vm + (limits.memory_mb << 20) + 2 * self.received
             rlimits.cap_address_space(max(total - now, _MIN_STEP_ROOM))
         rlimits.cap_cpu(limits.cpu_seconds)
-
-
-def _short_repr(value: Any) -> str:
-    try:
-        text = repr(value)
-    except BaseException:
-        return f"<{type(value).__name__}>"
-    return text if len(text) <= 200 else text[:197] + "..."
 
 
 def _result(call: Any, *args: Any) -> dict[str, Any]:
@@ -174,10 +153,10 @@ def serve(sock: socket.socket) -> None:
             failed = session.sync(message)
             session.cap()
             result = _result(runner.execute, message["code"], session.ns)
-            values, opaque, removed = session.changes()
+            values, removed = session.changes()
             channel.send({
-                "op": "done", "result": result, "values": values, "opaque": opaque,
-                "removed": removed, "unloadable": failed,
+                "op": "done", "result": result, "values": values, "removed": removed,
+                "unloadable": failed,
             })
         elif op == "render":
             session.cap()
