@@ -51,10 +51,16 @@ def test_bad_constructor_arguments_raise_configuration_error(kwargs: dict) -> No
         REPLExecutor(**kwargs)
 
 
-def test_defaults_and_repr_match_upstream_signature() -> None:
+def test_defaults_and_repr_match_upstream_signature(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("RLM_COMPAT_ISOLATION", raising=False)
     ex = REPLExecutor()
-    assert (ex.timeout, ex.max_output_chars, ex.isolation) == (5, 2000, "inline")
-    text = repr(REPLExecutor(7, 300, profile="upstream"))
+    assert (ex.timeout, ex.max_output_chars, ex.isolation) == (5, 2000, "process")
+    assert REPLExecutor(profile="upstream").isolation == "inline"
+    monkeypatch.setenv("RLM_COMPAT_ISOLATION", "inline")
+    assert REPLExecutor().isolation == "inline"
+    monkeypatch.setenv("RLM_COMPAT_ISOLATION", "process")
+    assert REPLExecutor(profile="upstream").isolation == "process"
+    text = repr(REPLExecutor(7, 300, profile="upstream", isolation="inline"))
     for part in ("timeout=7", "max_output_chars=300", "profile='upstream'", "isolation='inline'"):
         assert part in text
 
@@ -146,7 +152,7 @@ def test_callers_builtins_key_is_restored(profile: str) -> None:
 @pytest.mark.parametrize("profile", PROFILES)
 def test_raw_modules_in_env_are_proxied_only_during_the_call(profile: str) -> None:
     env: dict = {"re": re}
-    run("alias = re\nkinds = [re]", env, profile=profile)
+    run("alias = re\nkinds = [re]", env, profile=profile, isolation="inline")
     assert env["re"] is re
     assert type(env["alias"]).__name__ == "ModuleProxy"
     assert env["kinds"][0] is env["alias"]
@@ -207,9 +213,11 @@ def test_fixed_runtime_error_names_type_message_and_line() -> None:
 
 def test_fixed_error_line_inside_a_function_is_the_call_site_in_this_step() -> None:
     env: dict = {}
-    run("def f(d):\n    return d['k']", env)
-    err = error_of("a = 1\nf({})", env)
-    assert str(err) == "Execution error: KeyError: 'k' (line 2)"
+    with REPLExecutor() as ex:  # functions live in the executor's session
+        ex.execute("def f(d):\n    return d['k']", env)
+        with pytest.raises(REPLError) as info:
+            ex.execute("a = 1\nf({})", env)
+    assert str(info.value) == "Execution error: KeyError: 'k' (line 2)"
 
 
 def test_fixed_error_line_is_relative_to_the_code_block() -> None:

@@ -69,8 +69,9 @@ def test_fixed_global_statement_across_steps() -> None:
 
 
 def test_fixed_functions_keep_working_after_the_call_returns() -> None:
+    """Inline, the function itself lands in env and the host can call it."""
     env: dict = {}
-    REPLExecutor().execute("def double(x):\n    return [v * 2 for v in x]", env)
+    REPLExecutor(isolation="inline").execute("def double(x):\n    return [v * 2 for v in x]", env)
     assert "__builtins__" not in env
     assert env["double"]([1, 2]) == [2, 4]
 

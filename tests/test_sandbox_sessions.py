@@ -314,6 +314,13 @@ warnings.warn("host-side warning", UserWarning)
 print(sorted(k for k in env if k.startswith("__")))
 """
 
+@pytest.fixture(autouse=True)
+def _inline(monkeypatch: pytest.MonkeyPatch) -> None:
+    """These tests are about the inline runner's own mechanisms (the watchdog, sessions sharing a
+    process); REPLExecutor's default is a worker process. test_sandbox_process covers that one."""
+    monkeypatch.setenv("RLM_COMPAT_ISOLATION", "inline")
+
+
 
 @pytest.mark.parametrize("flag", ["always", "error::SyntaxWarning"])
 def test_sandboxed_warnings_never_reach_host_stderr(flag: str) -> None:

@@ -14,6 +14,14 @@ from rlm_compat.repl import REPLExecutor
 from rlm_compat.sandbox import HostCall, host_call
 from rlm_compat.sandbox.deadline import resident_bytes
 
+
+@pytest.fixture(autouse=True)
+def _inline(monkeypatch: pytest.MonkeyPatch) -> None:
+    """These tests are about the inline runner's own mechanisms (the watchdog, sessions sharing a
+    process); REPLExecutor's default is a worker process. test_sandbox_process covers that one."""
+    monkeypatch.setenv("RLM_COMPAT_ISOLATION", "inline")
+
+
 TIMEOUT = 0.4
 SLACK = 0.5
 

@@ -34,6 +34,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+import time
 import weakref
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -223,6 +224,33 @@ class WorkerHandle:
                 return self._process.poll() is None
             assert self._zygote is not None
             return self._zygote.alive(self.pid)
+
+    def exit_description(self, wait: float = 0.2) -> str:
+        """How the worker ended (``killed by signal SIGSEGV``, ``exit status 70``), or ''.
+
+        Waits up to ``wait`` seconds for a worker that just closed its channel to be reaped.
+        """
+        deadline = time.monotonic() + wait
+        while True:
+            if self._process is not None:
+                code = self._process.poll()
+                status = None if code is None else _status_from_returncode(code)
+            else:
+                assert self._zygote is not None
+                status = self._zygote.status(self.pid)
+            if status is not None or time.monotonic() >= deadline:
+                break
+            time.sleep(0.01)
+        if status is None:
+            return ""
+        if os.WIFSIGNALED(status):
+            number = os.WTERMSIG(status)
+            try:
+                name = signal.Signals(number).name
+            except ValueError:
+                name = str(number)
+            return f"killed by signal {name}"
+        return f"exit status {os.waitstatus_to_exitcode(status)}"
 
     def close(self) -> None:
         """:meth:`kill`, then close the socket; idempotent."""
@@ -414,3 +442,8 @@ def echo_serve(sock: socket.socket) -> None:
         else:
             reply = {"error": f"unknown op {op!r}"}
         send_message(sock, reply)
+
+
+def _status_from_returncode(code: int) -> int:
+    """A wait status from Popen's returncode (negative: the signal that ended it)."""
+    return -code if code < 0 else code << 8

@@ -87,8 +87,10 @@ class _Session:
                 ns.pop(key, None)
                 failed[key] = f"{type(exc).__name__}: {exc}"
                 continue
-            digest = None if isinstance(ns[key], _ATOMIC) else hashlib.blake2b(data, digest_size=16).digest()
-            self.known[key] = (id(ns[key]), digest)
+            value = ns[key]
+            # the digest changes() would compute, so an unchanged value is never sent back
+            digest = None if isinstance(value, _ATOMIC) else _digest(dumps_plain(value)[0])
+            self.known[key] = (id(value), digest)
         for key, name in message["modules"].items():
             ns[key] = proxy_for_module(importlib.import_module(name))
             self.known[key] = (id(ns[key]), _PARENTS)
@@ -106,7 +108,7 @@ class _Session:
             if same and (isinstance(value, _ATOMIC) or seen_digest == _PARENTS):
                 continue
             data, kept = dumps_plain(value)
-            digest = hashlib.blake2b(data, digest_size=16).digest()
+            digest = _digest(data)
             if same and seen_digest == digest:
                 continue
             values[key] = (type(value).__qualname__, kept, data)
@@ -124,6 +126,10 @@ class _Session:
             total = self.base_vm + (limits.memory_mb << 20) + 2 * self.received
             rlimits.cap_address_space(max(total - now, _MIN_STEP_ROOM))
         rlimits.cap_cpu(limits.cpu_seconds)
+
+
+def _digest(data: bytes) -> bytes:
+    return hashlib.blake2b(data, digest_size=16).digest()
 
 
 def _result(call: Any, *args: Any) -> dict[str, Any]:

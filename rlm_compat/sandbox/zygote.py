@@ -113,15 +113,27 @@ def _set_subreaper() -> None:
             pass
 
 
+_STATUSES: dict[int, int] = {}
+"""Wait statuses of recently reaped workers (for the parent's account of a death)."""
+_KEEP_STATUSES = 256
+
+
+def _reaped(pid: int, status: int, children: set[int]) -> None:
+    children.discard(pid)
+    _STATUSES[pid] = status
+    while len(_STATUSES) > _KEEP_STATUSES:
+        del _STATUSES[next(iter(_STATUSES))]
+
+
 def _reap(children: set[int]) -> None:
     while True:
         try:
-            pid, _ = os.waitpid(-1, os.WNOHANG)
+            pid, status = os.waitpid(-1, os.WNOHANG)
         except ChildProcessError:
             return
         if pid == 0:
             return
-        children.discard(pid)
+        _reaped(pid, status, children)
 
 
 def _kill(pid: int, children: set[int]) -> None:
@@ -143,11 +155,11 @@ def _alive(pid: int, children: set[int]) -> bool:
     if pid not in children:
         return False
     try:
-        done, _ = os.waitpid(pid, os.WNOHANG)
+        done, status = os.waitpid(pid, os.WNOHANG)
     except ChildProcessError:
-        done = pid
+        done, status = pid, 0
     if done:
-        children.discard(pid)
+        _reaped(pid, status, children)
         return False
     return True
 
@@ -195,7 +207,9 @@ def _handle(
         _kill(int(request["pid"]), children)
         return {"ok": True}
     if op == "alive":
-        return {"alive": _alive(int(request["pid"]), children)}
+        pid = int(request["pid"])
+        alive = _alive(pid, children)
+        return {"alive": alive, "status": None if alive else _STATUSES.get(pid)}
     if op == "shutdown":
         return None
     return {"error": f"unknown request {op!r}"}
@@ -384,6 +398,14 @@ class ZygoteClient:
             return bool(self.request({"op": "alive", "pid": pid})["alive"])
         except ZygoteError:
             return False
+
+    def status(self, pid: int) -> int | None:
+        """The wait status of a reaped worker (None while it runs, or when unknown)."""
+        try:
+            status = self.request({"op": "alive", "pid": pid}).get("status")
+        except ZygoteError:
+            return None
+        return None if status is None else int(status)
 
     def close(self, timeout: float = 10.0) -> None:
         """Stop the server and every worker it made; idempotent."""
