@@ -364,7 +364,8 @@ def _comparable(value: Any) -> Any:
 
 @pytest.fixture(scope="module")
 def fixed() -> REPLExecutor:
-    return REPLExecutor(timeout=5, max_output_chars=BIG, profile="fixed")
+    # inline: the variables themselves are compared, functions included
+    return REPLExecutor(timeout=5, max_output_chars=BIG, profile="fixed", isolation="inline")
 
 
 @_examples(300)

@@ -166,14 +166,17 @@ class ProcessRunner:
             if name not in env:
                 raise FinalVarMissingError(f"Variable '{name}' not found in REPL environment")
             channel = self._ensure()
+            message = self._sync(env)
+            message["op"] = "render"
+            message["name"] = name
             try:
-                channel.send({"op": "render", "name": name})
+                channel.send(message)
                 reply = self._serve(channel, env)
             except _WorkerDied as died:
                 text = died.text + self._lost(env)
                 self._drop()
                 raise died.error_type(text) from None
-            return self._outcome(reply["result"])
+            return self._finish(reply, env)
 
     def _sync(self, env: dict[str, Any]) -> dict[str, Any]:
         values: dict[str, bytes] = {}

@@ -165,7 +165,13 @@ def serve(sock: socket.socket) -> None:
                 "unloadable": failed,
             })
         elif op == "render":
+            failed = session.sync(message)
             session.cap()
-            channel.send({"op": "done", "result": _result(runner.render, session.ns, message["name"])})
+            result = _result(runner.render, session.ns, message["name"])
+            values, removed = session.changes()
+            channel.send({
+                "op": "done", "result": result, "values": values, "removed": removed,
+                "unloadable": failed,
+            })
         else:
             channel.send({"op": "refused", "protocol": PROTOCOL})
