@@ -333,14 +333,22 @@ _LOOP_SKIP = (
 
 
 def make_adapter(
-    name: str, *, python: str | None = None, checkout: Path | None = None, step_limit: float = 3.0
+    name: str,
+    *,
+    python: str | None = None,
+    checkout: Path | None = None,
+    step_limit: float = 3.0,
+    isolation: str | None = None,
 ) -> Adapter:
-    """The adapter for ``name`` (``rlm_compat-upstream``, ``ysz-2fb46cc``, ``rlms-0.1.1``...)."""
+    """The adapter for ``name`` (``rlm_compat-upstream``, ``ysz-2fb46cc``, ``rlms-0.1.1``...).
+
+    ``isolation`` applies to rlm_compat's own profiles (None: each profile's default).
+    """
     name = _ALIASES.get(name, name)
     if name not in IMPLEMENTATIONS:
         raise ConfigurationError(f"unknown implementation {name!r}; known: {sorted(IMPLEMENTATIONS)}")
     if name.startswith("rlm_compat-"):
-        return ProfileAdapter(name.removeprefix("rlm_compat-"))
+        return ProfileAdapter(name.removeprefix("rlm_compat-"), isolation=isolation)
     if python is None:
         raise ConfigurationError(f"{name} runs in its own venv: give it as {name}=/path/to/python")
     if name == "ysz-2fb46cc":

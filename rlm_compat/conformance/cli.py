@@ -77,6 +77,9 @@ def add_conformance_parser(subparsers: Any) -> None:
                    help="write every result as JSON here")
     p.add_argument("--step-limit", type=float, default=3.0, metavar="S",
                    help="seconds before a step of a driver-run implementation counts as a hang")
+    p.add_argument("--isolation", choices=("inline", "process"), default=None,
+                   help="where rlm_compat's profiles run model code (default: each profile's own: "
+                        "fixed in a worker process, upstream inline)")
     p.add_argument("--quiet", action="store_true", help="no progress bar, no summary")
     p.add_argument("--suggest-deviations", type=Path, default=None, metavar="DIR",
                    help="after the run, attribute rlm_compat-fixed's unexplained differences to "
@@ -131,7 +134,7 @@ def _conformance(args: argparse.Namespace) -> int:
     for spec in args.impl or ["rlm_compat-upstream", "rlm_compat-fixed"]:
         name, _, python = spec.partition("=")
         adapters.append(make_adapter(name, python=python or None, checkout=checkout,
-                                     step_limit=args.step_limit))
+                                     step_limit=args.step_limit, isolation=args.isolation))
     fixtures = FixtureSet.open(args.fixtures)
     patterns = args.cases or ["*"]
     report = run_conformance(
