@@ -9,6 +9,7 @@ import time
 
 import pytest
 
+from rlm_compat.config import ReplConfig
 from rlm_compat.errors import FinalVarMissingError, REPLError, REPLSecurityError, REPLTimeoutError
 from rlm_compat.repl import REPLExecutor
 from rlm_compat.sandbox import host_call
@@ -119,3 +120,22 @@ def test_huge_allocation_fails_in_the_worker() -> None:
 
 def test_blank_code() -> None:
     assert REPLExecutor(isolation="process").execute("  ", {}) == "No code to execute"
+
+
+@pytest.mark.parametrize("start_method", ["forkserver", "spawn"])
+def test_both_start_methods_give_the_same_session(start_method: str) -> None:
+    """spawn is what macOS and Windows get; forced here so Linux CI covers it."""
+    config = ReplConfig(timeout=1, start_method=start_method)
+    with REPLExecutor(config=config) as ex:
+        env: dict = {"context": "a b c", "re": re}
+        assert ex.execute("def count():\n    return len(context.split())\nn = 41", env) == (
+            "Code executed successfully (no output)"
+        )
+        assert ex.execute("print(count(), re.findall('b', context))", env) == "3 ['b']"
+        pid = ex._runner.worker_pid  # type: ignore[attr-defined]
+        assert pid is not None and pid != os.getpid()
+        with pytest.raises(REPLTimeoutError, match="worker process was restarted") as info:
+            ex.execute("sum(range(10 ** 12))", env)
+        assert "count" in str(info.value) and "count" not in env
+        assert ex.execute("print(n + 1)", env) == "42"
+        assert ex._runner.worker_pid != pid  # type: ignore[attr-defined]
