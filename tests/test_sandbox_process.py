@@ -139,3 +139,25 @@ def test_both_start_methods_give_the_same_session(start_method: str) -> None:
         assert "count" in str(info.value) and "count" not in env
         assert ex.execute("print(n + 1)", env) == "42"
         assert ex._runner.worker_pid != pid  # type: ignore[attr-defined]
+
+
+def test_a_host_result_the_worker_cannot_receive_is_a_clear_error() -> None:
+    def make_lock() -> object:
+        import threading
+
+        return threading.Lock()
+
+    with REPLExecutor(isolation="process") as ex:
+        env: dict = {"make_lock": host_call(make_lock), "n": 1}
+        with pytest.raises(REPLError, match=r"make_lock\(\) returned a lock, which cannot be passed"):
+            ex.execute("lock = make_lock()", env)
+        assert ex.execute("print(n)", env) == "1"
+
+
+def test_a_host_value_the_worker_cannot_load_is_named() -> None:
+    class Local:  # its class cannot be found in the worker
+        pass
+
+    with REPLExecutor(isolation="process") as ex:
+        out = ex.execute("print('ran')", {"thing": Local()})
+    assert out.startswith("ran") and "variable 'thing' could not be passed" in out
