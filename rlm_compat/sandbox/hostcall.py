@@ -22,7 +22,7 @@ from typing import Any
 
 from ..errors import REPLError, RLMError
 from .context import LOCAL
-from .policy import register_opaque, sandbox_classes
+from .guards import register_opaque, sandbox_classes
 from .texts import Texts
 from .violations import TimeoutSignal
 from .warnguard import register_host_boundary
