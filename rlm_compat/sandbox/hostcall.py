@@ -22,9 +22,10 @@ from typing import Any
 
 from ..errors import REPLError, RLMError
 from .context import LOCAL
-from .policy import register_opaque, sandbox_classes
+from .guards import register_opaque, sandbox_classes
 from .texts import Texts
 from .violations import TimeoutSignal
+from .warnguard import register_host_boundary
 
 __all__ = ["HOST_KINDS", "HostCall", "bounded_str", "host_call", "sanitized"]
 
@@ -114,6 +115,7 @@ class HostCall:
 
 
 register_opaque(HostCall)
+register_host_boundary(HostCall.__call__.__code__)
 
 
 _PLAIN = (str, int, float, bool, type(None), bytes)

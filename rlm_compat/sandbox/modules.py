@@ -19,6 +19,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from .context import Session, own_state
+from .guards import GuardedFormatter, register_module_proxies
 from .regex import sandbox_re_functions
 from .violations import ForbiddenAttributeError, ForbiddenWriteError
 
@@ -216,8 +217,6 @@ def _repeat(obj: Any, *times: Any) -> Iterator[Any]:
 
 
 def _overrides() -> dict[str, dict[str, Any]]:
-    from .policy import GuardedFormatter
-
     return {
         "re": sandbox_re_functions(),
         "string": {"Formatter": GuardedFormatter},
@@ -304,3 +303,6 @@ def proxy_for_module(module: types.ModuleType) -> Any:
             denied = ModuleProxy(label, {}, None)
             _DENIED[label] = denied
     return denied
+
+
+register_module_proxies(proxy_for_module, ModuleProxy, SessionRandom)

@@ -15,6 +15,7 @@ from collections.abc import Callable
 from typing import Any
 
 from .context import LOCAL, Session, own_state
+from .guards import checked_getattr
 
 __all__ = [
     "CappedText",
@@ -102,8 +103,6 @@ def _target(file: Any) -> Any:
 
 
 def _file_target(file: Any) -> Any:
-    from .policy import checked_getattr  # late: policy imports this module
-
     return _WriteAdapter(checked_getattr(file, "write"))
 
 

@@ -35,7 +35,7 @@ from RestrictedPython.transformer import (
 )
 
 from ..profiles import Profile
-from .policy import BLOCKED_ATTRIBUTES
+from .guards import BLOCKED_ATTRIBUTES
 from .warnguard import quiet_compile
 
 __all__ = [

@@ -28,7 +28,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-__all__ = ["install", "quiet_compile"]
+__all__ = ["install", "quiet_compile", "register_host_boundary"]
 
 _SANDBOX_FILTERS: list[tuple[Any, ...]] = [("ignore", None, Warning, None, 0)]
 _WARNINGS_FILE = warnings.__file__
@@ -83,13 +83,16 @@ class _WarningsModule(types.ModuleType):
         self.__dict__["filters"] = value
 
 
-def install() -> None:
-    """Route sandboxed warnings away from the host (idempotent; the host sees no change)."""
+def register_host_boundary(code: types.CodeType) -> None:
+    """Frames of ``code`` are host code called by sandboxed code (told by :mod:`.hostcall`)."""
     global _boundaries
     with _lock:
-        from .hostcall import HostCall
+        _boundaries = _boundaries | {code}
 
-        _boundaries = frozenset({HostCall.__call__.__code__})
+
+def install() -> None:
+    """Route sandboxed warnings away from the host (idempotent; the host sees no change)."""
+    with _lock:
         module = sys.modules.get("warnings", warnings)
         if type(module) is types.ModuleType:
             module.__class__ = _WarningsModule
