@@ -121,7 +121,10 @@ class ProcessRunner:
 
         config = self.config
         limits = config.limits
-        handle: WorkerHandle = start_worker(limits, config.start_method or "forkserver")
+        try:
+            handle: WorkerHandle = start_worker(limits, config.start_method or "forkserver")
+        except OSError as exc:  # WorkerStartError, or the OS refusing a process or a socket
+            raise REPLError(Texts.no_worker(str(exc))) from None
         self._worker[0] = handle
         channel = Channel(handle.sock, trusted=False, max_incoming=limits.reply_bytes)
         try:

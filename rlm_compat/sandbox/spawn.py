@@ -41,7 +41,7 @@ from typing import Any
 
 from ..config import START_METHODS, Limits
 from ..environments import LocalExecutionEnvironment
-from ..errors import ConfigurationError, REPLError
+from ..errors import ConfigurationError
 from . import launcher
 from .rlimits import cap_address_space, cap_cpu, current_address_space
 from .workerinit import limits_to_json
@@ -51,6 +51,7 @@ __all__ = [
     "DEFAULT_ENTRY",
     "DEFAULT_PRELOAD",
     "WorkerHandle",
+    "WorkerStartError",
     "echo_serve",
     "prewarm",
     "recv_message",
@@ -58,6 +59,10 @@ __all__ = [
     "shutdown",
     "start_worker",
 ]
+
+class WorkerStartError(OSError):
+    """No worker could be started (the runner turns it into a REPLError observation)."""
+
 
 DEFAULT_ENTRY = "rlm_compat.sandbox.worker:serve"
 DEFAULT_PRELOAD: tuple[str, ...] = ("rlm_compat.sandbox.worker", "rlm_compat.sandbox.spawn")
@@ -296,7 +301,7 @@ def start_worker(limits: Limits, start_method: str, entry: str = DEFAULT_ENTRY) 
                     break
                 except ZygoteError as exc:
                     if attempt == 2 or not zygote.closed:
-                        raise REPLError(f"Execution error: cannot start a REPL worker ({exc})") from None
+                        raise WorkerStartError(f"the fork server could not start it: {exc}") from None
             handle = WorkerHandle(pid, parent_end, workdir, zygote=zygote)
         else:
             fd = child_end.fileno()
