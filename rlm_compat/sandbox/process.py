@@ -150,17 +150,7 @@ class ProcessRunner:
             notice, self._notice = self._notice, ""
             if self._worker[0] is not None and not self._worker[0].alive():
                 notice = self._replace(env, self._texts.crashed("the REPL worker process had stopped"))
-            channel = self._ensure()
-            message = self._sync(env)
-            message["code"] = code
-            try:
-                channel.send(message)
-                reply = self._serve(channel, env)
-            except _WorkerDied as died:
-                text = died.text + self._lost(env)
-                self._drop()
-                raise died.error_type(text) from None
-            text = self._finish(reply, env)
+            text = self._round_trip(env, op="step", code=code)
             return f"{notice.strip()}\n{text}" if notice else text
 
     def render(self, env: dict[str, Any], name: str) -> str:
@@ -168,18 +158,20 @@ class ProcessRunner:
         with self._lock:
             if name not in env:
                 raise FinalVarMissingError(f"Variable '{name}' not found in REPL environment")
-            channel = self._ensure()
-            message = self._sync(env)
-            message["op"] = "render"
-            message["name"] = name
-            try:
-                channel.send(message)
-                reply = self._serve(channel, env)
-            except _WorkerDied as died:
-                text = died.text + self._lost(env)
-                self._drop()
-                raise died.error_type(text) from None
-            return self._finish(reply, env)
+            return self._round_trip(env, op="render", name=name)
+
+    def _round_trip(self, env: dict[str, Any], **request: Any) -> str:
+        """Sync ``env``, send ``request``, serve host calls, take the changes back."""
+        channel = self._ensure()
+        message = {**self._sync(env), **request}
+        try:
+            channel.send(message)
+            reply = self._serve(channel, env)
+        except _WorkerDied as died:
+            text = died.text + self._lost(env)
+            self._drop()
+            raise died.error_type(text) from None
+        return self._finish(reply, env)
 
     def _sync(self, env: dict[str, Any]) -> dict[str, Any]:
         values: dict[str, bytes] = {}
@@ -209,7 +201,7 @@ class ProcessRunner:
         for key in removed:
             del self._sent[key]
             self._hosts.discard(key)
-        return {"op": "step", "values": values, "modules": modules, "hosts": hosts, "removed": removed}
+        return {"values": values, "modules": modules, "hosts": hosts, "removed": removed}
 
     def _serve(self, channel: Channel, env: dict[str, Any]) -> dict[str, Any]:
         """Answer host calls until the step is done; kill the worker when time is up."""
