@@ -181,6 +181,15 @@ class Channel:
             raise ChannelClosed("malformed message")
         return message
 
+    def closed_by_peer(self) -> bool:
+        """Whether the other side is gone, asked between messages (one poll, no round trip)."""
+        try:
+            if not select.select([self.sock], [], [], 0)[0]:
+                return False
+            return self.sock.recv(1, socket.MSG_PEEK) == b""
+        except (OSError, ValueError):
+            return True
+
     def _read(self, size: int, deadline: float | None) -> bytes:
         buffer = bytearray(size)
         view = memoryview(buffer)

@@ -148,7 +148,7 @@ class ProcessRunner:
         """Run ``code`` in the worker with ``env`` as the session's namespace."""
         with self._lock:
             notice, self._notice = self._notice, ""
-            if self._worker[0] is not None and not self._worker[0].alive():
+            if self._channel is not None and self._channel.closed_by_peer():
                 notice = self._replace(env, self._texts.crashed("the REPL worker process had stopped"))
             text = self._round_trip(env, op="step", code=code)
             return f"{notice.strip()}\n{text}" if notice else text

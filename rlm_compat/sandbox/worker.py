@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import hashlib
 import importlib
+import operator
 import os
 import pickle
 import socket
@@ -68,7 +69,7 @@ class _Session:
         self.channel = channel
         self.runner = runner
         self.ns: dict[str, Any] = {}
-        self.known: dict[str, tuple[int, bytes | None]] = {}
+        self.known: dict[str, tuple[int, object]] = {}
         self.received = 0
         self.base_vm = rlimits.current_address_space()
 
@@ -88,9 +89,8 @@ class _Session:
                 failed[key] = f"{type(exc).__name__}: {exc}"
                 continue
             value = ns[key]
-            # the digest changes() would compute, so an unchanged value is never sent back
-            digest = None if isinstance(value, _ATOMIC) else _digest(dumps_plain(value)[0])
-            self.known[key] = (id(value), digest)
+            # the fingerprint changes() would compute, so an unchanged value is never sent back
+            self.known[key] = (id(value), _fingerprint(value))
         for key, name in message["modules"].items():
             ns[key] = proxy_for_module(importlib.import_module(name))
             self.known[key] = (id(ns[key]), _PARENTS)
@@ -103,16 +103,19 @@ class _Session:
         """What the step changed: ``(type, kept here, pickle)`` per variable, and removed names."""
         values: dict[str, tuple[str, bool, bytes]] = {}
         for key, value in self.ns.items():
-            seen_id, seen_digest = self.known.get(key, (None, None))
+            seen_id, seen_print = self.known.get(key, (None, None))
             same = seen_id == id(value)
-            if same and (isinstance(value, _ATOMIC) or seen_digest == _PARENTS):
+            if same and (isinstance(value, _ATOMIC) or seen_print == _PARENTS):
                 continue
+            if same and isinstance(seen_print, _Snapshot) and seen_print.matches(value):
+                continue
+            snapshot = _Snapshot.of(value)
             data, kept = dumps_plain(value)
-            digest = _digest(data)
-            if same and seen_digest == digest:
+            print_ = snapshot if snapshot is not None else _digest(data)
+            if same and seen_print == print_:
                 continue
             values[key] = (type(value).__qualname__, kept, data)
-            self.known[key] = (id(value), digest)
+            self.known[key] = (id(value), print_)
         removed = [k for k in self.known if k not in self.ns]
         for key in removed:
             del self.known[key]
@@ -130,6 +133,56 @@ class _Session:
 
 def _digest(data: bytes) -> bytes:
     return hashlib.blake2b(data, digest_size=16).digest()
+
+
+_FLAT_ITEMS = frozenset({str, bytes, int, float, bool, type(None), complex})
+
+
+class _Snapshot:
+    """The elements of a container of immutable scalars, held to tell whether it changed.
+
+    A list of 100k strings (a chunked context) would otherwise be pickled and hashed after every
+    step; comparing element identities against a kept shallow copy is exact (the copy keeps the old
+    elements alive, so an identity cannot be reused) and costs a fraction of that.
+    """
+
+    __slots__ = ("items", "kind", "values")
+
+    def __init__(self, kind: type, items: tuple[Any, ...], values: tuple[Any, ...] = ()) -> None:
+        self.kind = kind
+        self.items = items
+        self.values = values
+
+    @classmethod
+    def of(cls, value: Any) -> _Snapshot | None:
+        """A snapshot of a flat list, tuple, dict, set or frozenset; None for anything else."""
+        kind = type(value)
+        if kind is list or kind is tuple or kind is set or kind is frozenset:
+            if set(map(type, value)) <= _FLAT_ITEMS:
+                return cls(kind, tuple(value))
+        elif kind is dict:
+            keys, values = tuple(value), tuple(value.values())
+            if set(map(type, keys)) <= _FLAT_ITEMS and set(map(type, values)) <= _FLAT_ITEMS:
+                return cls(kind, keys, values)
+        return None
+
+    def matches(self, value: Any) -> bool:
+        """Whether ``value`` still holds exactly these objects in this order (a set whose order
+        moved without a change is reported changed: a resend, never a missed change)."""
+        kind = type(value)
+        if kind is not self.kind or len(value) != len(self.items):
+            return False
+        if not all(map(operator.is_, value, self.items)):
+            return False
+        return kind is not dict or all(map(operator.is_, value.values(), self.values))
+
+
+def _fingerprint(value: Any) -> object:
+    """What changes() compares a variable by: nothing for scalars, a snapshot, or a pickle digest."""
+    if isinstance(value, _ATOMIC):
+        return None
+    snapshot = _Snapshot.of(value)
+    return snapshot if snapshot is not None else _digest(dumps_plain(value)[0])
 
 
 def _result(call: Any, *args: Any) -> dict[str, Any]:
