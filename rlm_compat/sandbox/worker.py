@@ -80,7 +80,9 @@ class _Session:
             ns.pop(key, None)
             self.known.pop(key, None)
         failed: dict[str, str] = {}
-        for key, data in message["values"].items():
+        payloads = message.pop("values")  # dropped as soon as loaded: a big context is not kept twice
+        for key in list(payloads):
+            data = payloads.pop(key)
             self.received += len(data)
             try:
                 ns[key] = pickle.loads(data)
