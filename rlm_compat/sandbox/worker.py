@@ -107,7 +107,10 @@ class _Session:
             same = seen_id == id(value)
             if same and (isinstance(value, _ATOMIC) or seen_digest == _PARENTS):
                 continue
-            data, kept = dumps_plain(value)
+            try:
+                data, kept = dumps_plain(value)
+            except Exception:  # too deep (RecursionError) or too big (MemoryError) to pickle
+                data, kept = b"", True  # the parent makes a bare stand-in of what it cannot load
             digest = _digest(data)
             if same and seen_digest == digest:
                 continue
