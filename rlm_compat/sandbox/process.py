@@ -151,8 +151,7 @@ class ProcessRunner:
             message = self._sync(env)
             message["code"] = code
             try:
-                channel.send(message)
-                reply = self._serve(channel, env)
+                reply = self._serve(channel, env, message)
             except _WorkerDied as died:
                 text = died.text + self._lost(env)
                 self._drop()
@@ -170,8 +169,7 @@ class ProcessRunner:
             message["op"] = "render"
             message["name"] = name
             try:
-                channel.send(message)
-                reply = self._serve(channel, env)
+                reply = self._serve(channel, env, message)
             except _WorkerDied as died:
                 text = died.text + self._lost(env)
                 self._drop()
@@ -208,8 +206,16 @@ class ProcessRunner:
             self._hosts.discard(key)
         return {"op": "step", "values": values, "modules": modules, "hosts": hosts, "removed": removed}
 
-    def _serve(self, channel: Channel, env: dict[str, Any]) -> dict[str, Any]:
-        """Answer host calls until the step is done; kill the worker when time is up."""
+    def _serve(self, channel: Channel, env: dict[str, Any], request: dict[str, Any]) -> dict[str, Any]:
+        """Send the step, answer host calls until it is done; kill the worker when time is up.
+
+        The worker may die between the liveness check and the send (a kill from outside): a
+        broken pipe then reads like any other death.
+        """
+        try:
+            channel.send(request)
+        except OSError as exc:
+            raise _WorkerDied(self._texts.crashed(self._death(exc))) from None
         budget = self.config.timeout + KILL_GRACE
         while True:
             started = time.monotonic()
