@@ -94,7 +94,7 @@ class ProcessRunner:
         self._unsent: dict[str, str] = {}
         self._held: set[str] = set()
         self._lock = threading.Lock()
-        weakref.finalize(self, _release, self._worker)
+        weakref.finalize(self, _abandon, self._worker)
 
     # --- lifecycle --------------------------------------------------------------------------
 
@@ -324,6 +324,19 @@ def _release(box: list[Any]) -> None:
     handle, box[0] = box[0], None
     if handle is not None:
         handle.close()
+
+
+def _abandon(box: list[Any]) -> None:
+    """A runner dropped without close: hang up on the worker, leave the kill to its handle.
+
+    This can run inside any allocation, in any thread, through the cyclic garbage collector,
+    even while that thread holds the fork server's lock mid-request; so it must not wait for
+    the fork server. A worker leaves by itself when its channel closes, and the dropped
+    handle queues its own reaping for the next start_worker or shutdown.
+    """
+    handle, box[0] = box[0], None
+    if handle is not None:
+        handle.sock.close()
 
 
 _NOTHING = object()
