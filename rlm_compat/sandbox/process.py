@@ -94,7 +94,7 @@ class ProcessRunner:
         self._unsent: dict[str, str] = {}
         self._held: set[str] = set()
         self._lock = threading.Lock()
-        weakref.finalize(self, _release, self._worker)
+        weakref.finalize(self, _abandon, self._worker)
 
     # --- lifecycle --------------------------------------------------------------------------
 
@@ -165,8 +165,7 @@ class ProcessRunner:
         channel = self._ensure()
         message = {**self._sync(env), **request}
         try:
-            channel.send(message)
-            reply = self._serve(channel, env)
+            reply = self._serve(channel, env, message)
         except _WorkerDied as died:
             text = died.text + self._lost(env)
             self._drop()
@@ -203,8 +202,16 @@ class ProcessRunner:
             self._hosts.discard(key)
         return {"values": values, "modules": modules, "hosts": hosts, "removed": removed}
 
-    def _serve(self, channel: Channel, env: dict[str, Any]) -> dict[str, Any]:
-        """Answer host calls until the step is done; kill the worker when time is up."""
+    def _serve(self, channel: Channel, env: dict[str, Any], request: dict[str, Any]) -> dict[str, Any]:
+        """Send the step, answer host calls until it is done; kill the worker when time is up.
+
+        The worker may die between the liveness check and the send (a kill from outside): a
+        broken pipe then reads like any other death.
+        """
+        try:
+            channel.send(request)
+        except OSError as exc:
+            raise _WorkerDied(self._texts.crashed(self._death(exc))) from None
         budget = self.config.timeout + KILL_GRACE
         while True:
             started = time.monotonic()
@@ -313,6 +320,19 @@ def _release(box: list[Any]) -> None:
     handle, box[0] = box[0], None
     if handle is not None:
         handle.close()
+
+
+def _abandon(box: list[Any]) -> None:
+    """A runner dropped without close: hang up on the worker, leave the kill to its handle.
+
+    This can run inside any allocation, in any thread, through the cyclic garbage collector,
+    even while that thread holds the fork server's lock mid-request; so it must not wait for
+    the fork server. A worker leaves by itself when its channel closes, and the dropped
+    handle queues its own reaping for the next start_worker or shutdown.
+    """
+    handle, box[0] = box[0], None
+    if handle is not None:
+        handle.sock.close()
 
 
 _NOTHING = object()

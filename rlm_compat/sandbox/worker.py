@@ -112,7 +112,10 @@ class _Session:
             if same and isinstance(seen_print, _Snapshot) and seen_print.matches(value):
                 continue
             snapshot = _Snapshot.of(value)
-            data, kept = dumps_plain(value)
+            try:
+                data, kept = dumps_plain(value)
+            except Exception:  # too deep (RecursionError) or too big (MemoryError) to pickle
+                data, kept = b"", True  # the parent makes a bare stand-in of what it cannot load
             print_ = snapshot if snapshot is not None else _digest(data)
             if same and seen_print == print_:
                 continue
