@@ -20,7 +20,16 @@ if sys.platform != "win32":
 if TYPE_CHECKING:
     from ..config import Limits
 
-__all__ = ["apply_static", "cap_address_space", "cap_cpu", "current_address_space"]
+__all__ = [
+    "apply_static",
+    "cap_address_space",
+    "cap_cpu",
+    "cpu_used",
+    "current_address_space",
+    "fast_address_space",
+    "set_address_space",
+    "set_cpu",
+]
 
 
 def _set_soft(which: int, soft: int) -> None:
@@ -68,6 +77,43 @@ def cap_address_space(allowance_bytes: int | None) -> None:
     if size is None:
         return
     _set_soft(resource.RLIMIT_AS, size + max(allowance_bytes, 0))
+
+
+_STATM: list[int] = []
+
+
+def _statm_fd() -> int:
+    if not _STATM:
+        _STATM.append(os.open("/proc/self/statm", os.O_RDONLY))
+    return _STATM[0]
+
+
+def fast_address_space() -> int | None:
+    """:func:`current_address_space` from a descriptor kept open (a worker asks every step)."""
+    try:
+        return int(os.pread(_statm_fd(), 64, 0).split()[0]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError):
+        return current_address_space()
+
+
+def set_address_space(total_bytes: int) -> None:
+    """Soft RLIMIT_AS = ``total_bytes`` (no-op where unsupported)."""
+    if sys.platform != "win32" and hasattr(resource, "RLIMIT_AS"):
+        _set_soft(resource.RLIMIT_AS, total_bytes)
+
+
+def cpu_used() -> float:
+    """CPU seconds this process used so far (user + system)."""
+    if sys.platform == "win32":
+        return 0.0
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
+def set_cpu(total_seconds: int) -> None:
+    """Soft RLIMIT_CPU = ``total_seconds`` of this process's CPU time (no-op where unsupported)."""
+    if sys.platform != "win32":
+        _set_soft(resource.RLIMIT_CPU, total_seconds)
 
 
 def cap_cpu(seconds: int | None) -> None:

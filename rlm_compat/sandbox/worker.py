@@ -72,6 +72,8 @@ class _Session:
         self.known: dict[str, tuple[int, object]] = {}
         self.received = 0
         self.base_vm = rlimits.current_address_space()
+        self.as_limit: int | None = None
+        self.cpu_limit: int | None = None
 
     def sync(self, message: dict[str, Any]) -> dict[str, str]:
         """Apply the parent's changes; the variables that could not be loaded here, with why."""
@@ -127,13 +129,25 @@ class _Session:
         return values, removed
 
     def cap(self) -> None:
-        """This step's limits: address space above what the session holds, CPU time."""
+        """This step's limits: address space above what the session holds, CPU time.
+
+        Every step, so the system calls are few: one read of the size, and a limit set only
+        when it moves (the CPU limit when less than half a step's allowance is left).
+        """
         limits = self.runner.config.limits
-        now = rlimits.current_address_space()
-        if limits.memory_mb is not None and self.base_vm is not None and now is not None:
-            total = self.base_vm + (limits.memory_mb << 20) + 2 * self.received
-            rlimits.cap_address_space(max(total - now, _MIN_STEP_ROOM))
-        rlimits.cap_cpu(limits.cpu_seconds)
+        if limits.memory_mb is not None and self.base_vm is not None:
+            now = rlimits.fast_address_space()
+            if now is not None:
+                total = self.base_vm + (limits.memory_mb << 20) + 2 * self.received
+                total = max(total, now + _MIN_STEP_ROOM)
+                if total != self.as_limit:
+                    rlimits.set_address_space(total)
+                    self.as_limit = total
+        if limits.cpu_seconds is not None:
+            used = rlimits.cpu_used()
+            if self.cpu_limit is None or self.cpu_limit - used < limits.cpu_seconds / 2:
+                self.cpu_limit = int(used) + 1 + limits.cpu_seconds
+                rlimits.set_cpu(self.cpu_limit)
 
 
 def _digest(data: bytes) -> bytes:
