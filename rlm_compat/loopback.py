@@ -112,6 +112,7 @@ def _completion_body(model: str, content: str, prompt: list[dict[str, Any]]) -> 
 def _make_handler(owner: ScriptedChatServer) -> type[BaseHTTPRequestHandler]:
     class _Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
+        disable_nagle_algorithm = True  # headers and body go as two writes: no delayed-ACK stall
 
         def log_message(self, format: str, *args: Any) -> None:
             """Quiet: tests read ``requests`` instead of a log."""
