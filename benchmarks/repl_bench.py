@@ -16,7 +16,7 @@ Targets (issue 3): trivial step <= 1.5x upstream's executor; geometric-mean over
 exec. They are reported as PASS / MISS, never asserted. ``--cprofile NAME`` prints where profile
 ``fixed`` spends its time on one program (or ``trivial``) instead of the table.
 
-    python benchmarks/repl_bench.py --upstream /work/up/rlm-2fb46cc
+    python benchmarks/repl_bench.py --upstream ../up/rlm-2fb46cc
 """
 
 from __future__ import annotations
