@@ -24,6 +24,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
+from process_probe import rss_mb
 
 from rlm_compat import RLM
 from rlm_compat.clients import ScriptedClient
@@ -62,13 +63,6 @@ def warm() -> Iterator[None]:
             ex.execute("print(1)", {})
     yield
 
-
-def _rss_mb() -> float:
-    with open("/proc/self/status") as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) / 1024
-    raise AssertionError("no VmRSS")
 
 
 def _threads() -> set[int]:
@@ -182,7 +176,7 @@ CASES: dict[str, Case] = {
 def test_hostile_step_fails_cleanly(name: str) -> None:
     case = CASES[name]
     gc.collect()
-    threads, tasks, rss = _threads(), _tasks(), _rss_mb()
+    threads, tasks, rss = _threads(), _tasks(), rss_mb()
     outcome = _fails_in_time(case.code, case.timeout)
     assert isinstance(outcome.error, case.error), (type(outcome.error), str(outcome.error))
     text = str(outcome.error)
@@ -193,16 +187,16 @@ def test_hostile_step_fails_cleanly(name: str) -> None:
     gc.collect()
     assert _threads() <= threads
     assert _tasks() <= tasks
-    assert _rss_mb() - rss < RSS_GROWTH_MB
+    assert rss_mb() - rss < RSS_GROWTH_MB
 
 
 def test_bounded_print_flood_is_counted_not_kept() -> None:
-    rss = _rss_mb()
+    rss = rss_mb()
     with REPLExecutor(timeout=5) as ex:
         out = ex.execute("for i in range(10 ** 5):\n    print('x' * 1000)", {})
     assert out.endswith("[Output truncated: 100100000 chars total, showing first 2000]")
     assert len(out) < 2100
-    assert _rss_mb() - rss < RSS_GROWTH_MB
+    assert rss_mb() - rss < RSS_GROWTH_MB
 
 
 # --- the same through the RLM loop ----------------------------------------------------------------

@@ -25,6 +25,7 @@ import time
 from typing import Any
 
 import pytest
+from process_probe import open_fds, rss_mb
 
 from rlm_compat.config import ISOLATION_ENV, START_METHOD_ENV
 from rlm_compat.errors import REPLError, REPLTimeoutError
@@ -54,16 +55,6 @@ def default_configuration(monkeypatch: pytest.MonkeyPatch) -> None:
         monkeypatch.delenv(name, raising=False)
 
 
-def _rss_mb() -> float:
-    with open("/proc/self/status") as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) / 1024
-    raise AssertionError("no VmRSS")
-
-
-def _fds() -> int:
-    return len(os.listdir("/proc/self/fd"))
 
 
 def _children(parent: int) -> set[int]:
@@ -147,9 +138,9 @@ def test_soak_leaves_nothing_behind() -> None:
     server = zygote.pid
     before_children = _children(server)
     before_dirs = set(os.listdir(root))
-    before_fds = _fds()
+    before_fds = open_fds()
     before_threads = {t.ident for t in threading.enumerate()}
-    before_rss = _rss_mb()
+    before_rss = rss_mb()
 
     with concurrent.futures.ThreadPoolExecutor(PARALLEL, thread_name_prefix="soak") as pool:
         futures = [pool.submit(_session, i, close=i % 2 == 0) for i in range(SESSIONS)]
@@ -164,6 +155,6 @@ def test_soak_leaves_nothing_behind() -> None:
     assert spawn._state.zygote is zygote and zygote.pid == server  # one fork server throughout
     assert _wait_for(lambda: _children(server) <= before_children), _children(server) - before_children
     assert _wait_for(lambda: set(os.listdir(root)) <= before_dirs), set(os.listdir(root)) - before_dirs
-    assert _fds() <= before_fds + FD_SLACK
+    assert open_fds() <= before_fds + FD_SLACK
     assert {t.ident for t in threading.enumerate()} <= before_threads
-    assert _rss_mb() - before_rss < RSS_SLACK_MB, (before_rss, _rss_mb())
+    assert rss_mb() - before_rss < RSS_SLACK_MB, (before_rss, rss_mb())
