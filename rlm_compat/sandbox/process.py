@@ -90,7 +90,6 @@ class ProcessRunner:
         self._channel: Channel | None = None
         self._sent: dict[str, Any] = {}
         self._hosts: set[str] = set()
-        self._notice = ""
         self._unsent: dict[str, str] = {}
         self._held: set[str] = set()
         self._lock = threading.Lock()
@@ -147,9 +146,10 @@ class ProcessRunner:
     def execute(self, code: str, env: dict[str, Any]) -> str:
         """Run ``code`` in the worker with ``env`` as the session's namespace."""
         with self._lock:
-            notice, self._notice = self._notice, ""
+            notice = ""
             if self._channel is not None and self._channel.closed_by_peer():
-                notice = self._replace(env, self._texts.crashed("the REPL worker process had stopped"))
+                notice = self._texts.crashed("the REPL worker process had stopped") + self._lost(env)
+                self._drop()
             text = self._round_trip(env, op="step", code=code)
             return f"{notice.strip()}\n{text}" if notice else text
 
@@ -309,11 +309,6 @@ class ProcessRunner:
             del env[key]
         self._held.clear()
         return self._texts.lost_variables(lost)
-
-    def _replace(self, env: dict[str, Any], why: str) -> str:
-        text = why + self._lost(env)
-        self._drop()
-        return text
 
 
 def _release(box: list[Any]) -> None:

@@ -69,13 +69,12 @@ class Texts:
         return text + (" and the REPL worker process was restarted" if restarted else "")
 
     @staticmethod
-    def memory(limit_mb: int | None, where: str, *, restarted: bool = False) -> str:
-        """The step outgrew its memory allowance (``Limits.memory_mb``)."""
-        text = (
+    def memory(limit_mb: int | None, where: str) -> str:
+        """The step outgrew its memory allowance (``Limits.memory_mb``; inline runner)."""
+        return (
             f"Execution error: MemoryError: execution grew the process by more than {limit_mb} MB "
             f"and was stopped{_where(where)}"
         )
-        return text + (" (the REPL worker process was restarted)" if restarted else "")
 
     def crashed(self, how: str) -> str:
         """The worker died during the step (a C-level crash, a CPU limit, a kill from outside)."""
