@@ -18,7 +18,10 @@ def _import_us(module: str) -> tuple[int, bool]:
     env = {"LITELLM_LOCAL_MODEL_COST_MAP": "True", "PATH": "/usr/bin:/bin"}
     err = subprocess.run(
         [sys.executable, "-X", "importtime", "-c", f"import {module}"],
-        capture_output=True, text=True, env=env, check=True,
+        capture_output=True,
+        text=True,
+        env=env,
+        check=True,
     ).stderr
     total, litellm_seen = 0, False
     for line in err.splitlines():
@@ -42,8 +45,10 @@ def main() -> int:
     leaked = any(seen for _, seen in ours)
     print("| measurement | value | target | result |")
     print("|---|---|---|---|")
-    print(f"| import rlm_compat, median of {args.runs} (ms) | {median_ms:.1f} | < 150 | "
-          f"{'PASS' if median_ms < 150 else 'MISS'} |")
+    print(
+        f"| import rlm_compat, median of {args.runs} (ms) | {median_ms:.1f} | < 150 | "
+        f"{'PASS' if median_ms < 150 else 'MISS'} |"
+    )
     verdict = "MISS" if leaked else "PASS"
     print(f"| litellm in the import list | {'yes' if leaked else 'no'} | no | {verdict} |")
     if args.with_litellm:

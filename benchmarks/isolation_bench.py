@@ -173,8 +173,12 @@ def child_sessions(sessions: int, threads: int) -> dict[str, Any]:
     timer.take()
     spawn.shutdown()
     return {
-        "first_ensure": first_ensure, "first_start": first_start, "first_total": first_total,
-        "further_total": further, "further_ensure": further_ensure, "direct_start": direct,
+        "first_ensure": first_ensure,
+        "first_start": first_start,
+        "first_total": first_total,
+        "further_total": further,
+        "further_ensure": further_ensure,
+        "direct_start": direct,
         "concurrent": concurrent,
     }
 
@@ -202,8 +206,9 @@ def _worker_cpu_ns(executor: Any) -> int:
         return int(f.read().split()[0])
 
 
-def _cpu_per_step(runs: dict[str, tuple[Any, dict[str, Any]]], code: str, total: int,
-                  batch: int) -> dict[str, dict[str, float]]:
+def _cpu_per_step(
+    runs: dict[str, tuple[Any, dict[str, Any]]], code: str, total: int, batch: int
+) -> dict[str, dict[str, float]]:
     """CPU time per step, parent thread plus worker, in rotating batches (microseconds).
 
     What a step costs the machine, unlike wall time not moved by the scheduler: with two
@@ -215,27 +220,26 @@ def _cpu_per_step(runs: dict[str, tuple[Any, dict[str, Any]]], code: str, total:
     per_batch: dict[str, list[float]] = {name: [] for name in runs}
     names = list(runs)
     for i in range(max(1, total // batch)):
-        for name in names[i % len(names):] + names[:i % len(names)]:
+        for name in names[i % len(names) :] + names[: i % len(names)]:
             executor, env = runs[name]
             worker0, parent0 = _worker_cpu_ns(executor), time.thread_time_ns()
             for _ in range(batch):
                 executor.execute(code, env)
             spent = time.thread_time_ns() - parent0 + _worker_cpu_ns(executor) - worker0
             per_batch[name].append(spent / batch / 1000)
-    return {
-        name: {"median": statistics.median(v), "floor": min(v)} for name, v in per_batch.items()
-    }
+    return {name: {"median": statistics.median(v), "floor": min(v)} for name, v in per_batch.items()}
 
 
-def _interleaved(runs: dict[str, tuple[Any, dict[str, Any]]], code: str, total: int, batch: int,
-                 warmup: int) -> dict[str, list[float]]:
+def _interleaved(
+    runs: dict[str, tuple[Any, dict[str, Any]]], code: str, total: int, batch: int, warmup: int
+) -> dict[str, list[float]]:
     """Batches in rotating order, so drift of a loaded machine hits every runner alike."""
     for executor, env in runs.values():
         _step_samples(executor, env, code, warmup)
     samples: dict[str, list[float]] = {name: [] for name in runs}
     names = list(runs)
     for i in range(max(1, total // batch)):
-        for name in names[i % len(names):] + names[:i % len(names)]:
+        for name in names[i % len(names) :] + names[: i % len(names)]:
             executor, env = runs[name]
             samples[name].extend(_step_samples(executor, env, code, batch))
     return samples
@@ -247,14 +251,20 @@ def child_steps(steps: int, big_mb: int, sessions: int, big_steps: int) -> dict[
 
     with REPLExecutor(isolation="process") as proc, REPLExecutor(isolation="inline") as inline:
         trivial = _interleaved(
-            {"process": (proc, {"context": "ctx", "query": "q"}),
-             "inline": (inline, {"context": "ctx", "query": "q"})},
-            "x = 1", steps, 100, 200,
+            {
+                "process": (proc, {"context": "ctx", "query": "q"}),
+                "inline": (inline, {"context": "ctx", "query": "q"}),
+            },
+            "x = 1",
+            steps,
+            100,
+            200,
         )
 
     small, big = _text(1 << 20), _text(big_mb << 20)
-    as_list = [big[i * (len(big) // LIST_ITEMS):(i + 1) * (len(big) // LIST_ITEMS)]
-               for i in range(LIST_ITEMS)]
+    as_list = [
+        big[i * (len(big) // LIST_ITEMS) : (i + 1) * (len(big) // LIST_ITEMS)] for i in range(LIST_ITEMS)
+    ]
     contexts: dict[str, Any] = {"1MB": small, "big": big, "list": as_list}
     code = "n = len(context)"
     first: dict[str, list[float]] = {name: [] for name in contexts}
@@ -269,8 +279,10 @@ def child_steps(steps: int, big_mb: int, sessions: int, big_steps: int) -> dict[
                 executor.execute(code, env)
                 first[name].append((time.perf_counter() - t0) * 1000)
     steady: dict[str, list[float]] = {}
-    with REPLExecutor(isolation="process", timeout=120) as e_small, \
-            REPLExecutor(isolation="process", timeout=120) as e_big:
+    with (
+        REPLExecutor(isolation="process", timeout=120) as e_small,
+        REPLExecutor(isolation="process", timeout=120) as e_big,
+    ):
         runs = {"1MB": (e_small, {"context": small}), "big": (e_big, {"context": big})}
         for executor, env in runs.values():
             executor.execute(code, env)
@@ -298,8 +310,13 @@ def _import_once() -> tuple[float, bool]:
         "import rlm_compat; elapsed = time.perf_counter() - t; "
         "print(elapsed, any(m == 'litellm' or m.startswith('litellm.') for m in sys.modules))"
     )
-    out = subprocess.run([sys.executable, "-I", "-c", code], capture_output=True, text=True,
-                         check=True, env={"PATH": os.environ.get("PATH", "/usr/bin:/bin")})
+    out = subprocess.run(
+        [sys.executable, "-I", "-c", code],
+        capture_output=True,
+        text=True,
+        check=True,
+        env={"PATH": os.environ.get("PATH", "/usr/bin:/bin")},
+    )
     elapsed, leaked = out.stdout.split()
     return float(elapsed) * 1000, leaked == "True"
 
@@ -315,8 +332,7 @@ def _commit() -> str:
 Row = tuple[str, str, str, str]
 
 
-def _row(what: str, value: float, unit: str, target: float | None = None,
-         fmt: str = "{:.2f}") -> Row:
+def _row(what: str, value: float, unit: str, target: float | None = None, fmt: str = "{:.2f}") -> Row:
     cell = fmt.format(value) + (f" {unit}" if unit else "")
     if target is None:
         return what, cell, "", ""
@@ -330,12 +346,17 @@ def _table(rows: list[Row]) -> str:
     def line(cells: Row) -> str:
         return "| " + " | ".join(c.ljust(w) for c, w in zip(cells, widths, strict=True)) + " |"
 
-    return "\n".join([line(heads), "|" + "|".join("-" * (w + 2) for w in widths) + "|",
-                      *(line(r) for r in rows)])
+    return "\n".join(
+        [line(heads), "|" + "|".join("-" * (w + 2) for w in widths) + "|", *(line(r) for r in rows)]
+    )
 
 
-def build_rows(sessions: list[dict[str, Any]], steps: dict[str, Any], imports: list[tuple[float, bool]],
-               args: argparse.Namespace) -> list[Row]:
+def build_rows(
+    sessions: list[dict[str, Any]],
+    steps: dict[str, Any],
+    imports: list[tuple[float, bool]],
+    args: argparse.Namespace,
+) -> list[Row]:
     med: Callable[[str], float] = lambda key: statistics.median(s[key] for s in sessions)  # noqa: E731
 
     def pooled(key: str) -> list[float]:
@@ -343,22 +364,54 @@ def build_rows(sessions: list[dict[str, Any]], steps: dict[str, Any], imports: l
 
     rows: list[Row] = []
     runs = f"median of {len(sessions)} fresh processes"
-    rows.append(_row(f"1. first worker start, litellm in __main__ ({runs})", med("first_ensure"),
-                     "ms", 100, "{:.1f}"))
-    rows.append(_row("1. first worker: start_worker alone (fork server start included)",
-                     med("first_start"), "ms", None, "{:.1f}"))
-    rows.append(_row("1. first session end to end: REPLExecutor() + execute('1', {})",
-                     med("first_total"), "ms", None, "{:.1f}"))
+    rows.append(
+        _row(f"1. first worker start, litellm in __main__ ({runs})", med("first_ensure"), "ms", 100, "{:.1f}")
+    )
+    rows.append(
+        _row(
+            "1. first worker: start_worker alone (fork server start included)",
+            med("first_start"),
+            "ms",
+            None,
+            "{:.1f}",
+        )
+    )
+    rows.append(
+        _row(
+            "1. first session end to end: REPLExecutor() + execute('1', {})",
+            med("first_total"),
+            "ms",
+            None,
+            "{:.1f}",
+        )
+    )
     n = len(pooled("further_ensure"))
     for q, label in ((0.5, "p50"), (0.95, "p95")):
-        rows.append(_row(f"2. further worker start {label} ({n} sessions)",
-                         _percentile(pooled("further_ensure"), q), "ms", 10))
+        rows.append(
+            _row(
+                f"2. further worker start {label} ({n} sessions)",
+                _percentile(pooled("further_ensure"), q),
+                "ms",
+                10,
+            )
+        )
     for q, label in ((0.5, "p50"), (0.95, "p95")):
-        rows.append(_row(f"2. spawn.start_worker directly {label} ({n} calls)",
-                         _percentile(pooled("direct_start"), q), "ms", 10))
+        rows.append(
+            _row(
+                f"2. spawn.start_worker directly {label} ({n} calls)",
+                _percentile(pooled("direct_start"), q),
+                "ms",
+                10,
+            )
+        )
     for q, label in ((0.5, "p50"), (0.95, "p95")):
-        rows.append(_row(f"2. further session end to end {label} (new executor + first step)",
-                         _percentile(pooled("further_total"), q), "ms"))
+        rows.append(
+            _row(
+                f"2. further session end to end {label} (new executor + first step)",
+                _percentile(pooled("further_total"), q),
+                "ms",
+            )
+        )
     trivial = steps["trivial"]
     proc, inline = (statistics.median(trivial[k]) for k in ("process", "inline"))
     count = len(trivial["process"])
@@ -368,44 +421,121 @@ def build_rows(sessions: list[dict[str, Any]], steps: dict[str, Any], imports: l
     first, steady = steps["first"], steps["steady"]
     big = f"{args.big_mb} MB"
     small_p50, big_p50 = statistics.median(steady["1MB"]), statistics.median(steady["big"])
-    rows.append(_row(f"4. `n = len(context)` p50, 1 MB str ({len(steady['1MB'])} steps)", small_p50,
-                     "ms", None, "{:.3f}"))
-    rows.append(_row(f"4. `n = len(context)` p50, {big} str ({len(steady['big'])} steps)", big_p50,
-                     "ms", None, "{:.3f}"))
-    rows.append(_row(f"4. wall ratio {big} / 1 MB (scheduler-bound, see docs)", big_p50 / small_p50,
-                     "x", None))
+    rows.append(
+        _row(
+            f"4. `n = len(context)` p50, 1 MB str ({len(steady['1MB'])} steps)",
+            small_p50,
+            "ms",
+            None,
+            "{:.3f}",
+        )
+    )
+    rows.append(
+        _row(
+            f"4. `n = len(context)` p50, {big} str ({len(steady['big'])} steps)",
+            big_p50,
+            "ms",
+            None,
+            "{:.3f}",
+        )
+    )
+    rows.append(
+        _row(f"4. wall ratio {big} / 1 MB (scheduler-bound, see docs)", big_p50 / small_p50, "x", None)
+    )
     cpu = steps["cpu"]
     for stat in ("median", "floor"):
         for name, label in (("1MB", "1 MB"), ("big", big)):
-            rows.append(_row(f"4. CPU per step (parent + worker), {label} str, {stat} of batches",
-                             cpu[name][stat], "us", None, "{:.1f}"))
-    rows.append(_row(f"4. CPU ratio {big} / 1 MB, medians (interference included)",
-                     cpu["big"]["median"] / cpu["1MB"]["median"], "x", None))
-    rows.append(_row(f"4. CPU ratio {big} / 1 MB, floors (the step's own cost)",
-                     cpu["big"]["floor"] / cpu["1MB"]["floor"], "x", 1.2))
-    rows.append(_row(f"4. first step (context crosses), 1 MB str, median of {len(first['1MB'])}",
-                     statistics.median(first["1MB"]), "ms", None, "{:.1f}"))
-    rows.append(_row(f"4. first step (context crosses), {big} str", statistics.median(first["big"]),
-                     "ms", None, "{:.1f}"))
+            rows.append(
+                _row(
+                    f"4. CPU per step (parent + worker), {label} str, {stat} of batches",
+                    cpu[name][stat],
+                    "us",
+                    None,
+                    "{:.1f}",
+                )
+            )
+    rows.append(
+        _row(
+            f"4. CPU ratio {big} / 1 MB, medians (interference included)",
+            cpu["big"]["median"] / cpu["1MB"]["median"],
+            "x",
+            None,
+        )
+    )
+    rows.append(
+        _row(
+            f"4. CPU ratio {big} / 1 MB, floors (the step's own cost)",
+            cpu["big"]["floor"] / cpu["1MB"]["floor"],
+            "x",
+            1.2,
+        )
+    )
+    rows.append(
+        _row(
+            f"4. first step (context crosses), 1 MB str, median of {len(first['1MB'])}",
+            statistics.median(first["1MB"]),
+            "ms",
+            None,
+            "{:.1f}",
+        )
+    )
+    rows.append(
+        _row(
+            f"4. first step (context crosses), {big} str",
+            statistics.median(first["big"]),
+            "ms",
+            None,
+            "{:.1f}",
+        )
+    )
     items = f"list of {LIST_ITEMS // 1000}k str, {big} in all"
-    rows.append(_row(f"4. first step (context crosses), {items}", statistics.median(first["list"]),
-                     "ms", None, "{:.1f}"))
-    rows.append(_row(f"4. `n = len(context)` p50, {items} ({len(steady['list'])} steps)",
-                     statistics.median(steady["list"]), "ms", None, "{:.1f}"))
+    rows.append(
+        _row(
+            f"4. first step (context crosses), {items}",
+            statistics.median(first["list"]),
+            "ms",
+            None,
+            "{:.1f}",
+        )
+    )
+    rows.append(
+        _row(
+            f"4. `n = len(context)` p50, {items} ({len(steady['list'])} steps)",
+            statistics.median(steady["list"]),
+            "ms",
+            None,
+            "{:.1f}",
+        )
+    )
     for isolation in ("process", "inline"):
         wall = statistics.median(s["concurrent"][isolation]["wall"] for s in sessions)
         worst = statistics.median(s["concurrent"][isolation]["max"] for s in sessions)
         who = "worker processes" if isolation == "process" else "inline, as 2fb46cc runs"
-        rows.append(_row(f"5. {args.threads} sessions at once, {who}: wall ({runs})", wall, "ms", None,
-                         "{:.1f}"))
-        rows.append(_row(f"5. {args.threads} sessions at once, {who}: slowest session", worst, "ms",
-                         None, "{:.1f}"))
+        rows.append(
+            _row(f"5. {args.threads} sessions at once, {who}: wall ({runs})", wall, "ms", None, "{:.1f}")
+        )
+        rows.append(
+            _row(f"5. {args.threads} sessions at once, {who}: slowest session", worst, "ms", None, "{:.1f}")
+        )
     import_ms = statistics.median(t for t, _ in imports)
-    rows.append(_row(f"6. import rlm_compat, fresh interpreter, median of {len(imports)}", import_ms,
-                     "ms", 150, "{:.1f}"))
+    rows.append(
+        _row(
+            f"6. import rlm_compat, fresh interpreter, median of {len(imports)}",
+            import_ms,
+            "ms",
+            150,
+            "{:.1f}",
+        )
+    )
     leaked = any(seen for _, seen in imports)
-    rows.append(("6. litellm imported by `import rlm_compat`", "yes" if leaked else "no", "no",
-                 "FAIL" if leaked else "PASS"))
+    rows.append(
+        (
+            "6. litellm imported by `import rlm_compat`",
+            "yes" if leaked else "no",
+            "no",
+            "FAIL" if leaked else "PASS",
+        )
+    )
     return rows
 
 
@@ -422,8 +552,14 @@ def main() -> None:
     parser.add_argument("--child", choices=("sessions", "steps"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     quick = args.quick
-    defaults = {"runs": (2, 5), "sessions": (10, 50), "steps": (400, 2000), "big_steps": (100, 500),
-                "threads": (64, 64), "import_runs": (3, 10)}
+    defaults = {
+        "runs": (2, 5),
+        "sessions": (10, 50),
+        "steps": (400, 2000),
+        "big_steps": (100, 500),
+        "threads": (64, 64),
+        "import_runs": (3, 10),
+    }
     for name, (fast, full) in defaults.items():
         if getattr(args, name) is None:
             setattr(args, name, fast if quick else full)
@@ -437,14 +573,27 @@ def main() -> None:
     load_before = os.getloadavg()
     common = ["--sessions", str(args.sessions), "--threads", str(args.threads)]
     sessions = [_run_child(["--child", "sessions", *common]) for _ in range(args.runs)]
-    steps = _run_child(["--child", "steps", "--steps", str(args.steps), "--big-mb", str(args.big_mb),
-                        "--big-steps", str(args.big_steps), *(["--quick"] if quick else [])])
+    steps = _run_child(
+        [
+            "--child",
+            "steps",
+            "--steps",
+            str(args.steps),
+            "--big-mb",
+            str(args.big_mb),
+            "--big-steps",
+            str(args.big_steps),
+            *(["--quick"] if quick else []),
+        ]
+    )
     imports = [_import_once() for _ in range(args.import_runs)]
     load_after = os.getloadavg()
-    print(f"rlm_compat commit {_commit()}; CPython {platform.python_version()} on "
-          f"{platform.machine()}, {os.cpu_count()} CPUs; load average (1/5/15 min) "
-          f"{' '.join(f'{x:.2f}' for x in load_before)} before, "
-          f"{' '.join(f'{x:.2f}' for x in load_after)} after{'; --quick' if quick else ''}")
+    print(
+        f"rlm_compat commit {_commit()}; CPython {platform.python_version()} on "
+        f"{platform.machine()}, {os.cpu_count()} CPUs; load average (1/5/15 min) "
+        f"{' '.join(f'{x:.2f}' for x in load_before)} before, "
+        f"{' '.join(f'{x:.2f}' for x in load_after)} after{'; --quick' if quick else ''}"
+    )
     print(_table(build_rows(sessions, steps, imports, args)))
 
 

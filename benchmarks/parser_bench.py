@@ -29,7 +29,7 @@ def inputs(size: int) -> dict[str, str]:
     prose = _fill("It's a long answer (see below); don't stop, \"quote\" and 'quote'. ", size)
     return {
         'FINAL(" repeated': _fill('FINAL("', size),
-        "FINAL(\"\\n repeated": _fill('FINAL("\n', size),
+        'FINAL("\\n repeated': _fill('FINAL("\n', size),
         'FINAL(""" repeated': _fill('FINAL("""', size),
         "FINAL(''' lines": _fill("FINAL('''\n", size),
         "FINAL( repeated": _fill("FINAL(", size),
@@ -41,7 +41,8 @@ def inputs(size: int) -> dict[str, str]:
         "mid-line examples": _fill('use FINAL("x") or FINAL_VAR(y) later; ', size),
         "many complete directives": _fill('FINAL("a")\n', size),
         "1 MB answer": 'FINAL("' + "a" * size + '")',
-        "fenced code, FINAL last": "```python\n" + _fill("x = f(1, '2', \"3\")  # c\n", size)
+        "fenced code, FINAL last": "```python\n"
+        + _fill("x = f(1, '2', \"3\")  # c\n", size)
         + 'FINAL("done")\n```',
         "unclosed fence of strings": "```python\n" + _fill("s = '''\n", size),
     }

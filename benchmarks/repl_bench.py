@@ -59,17 +59,10 @@ PROGRAMS: dict[str, str] = {
         "result = (len(lines), len(errors), errors[:2])"
     ),
     "char loop": (
-        "vowels = 0\n"
-        "for ch in context[:600000]:\n"
-        "    if ch in 'aeiou':\n"
-        "        vowels += 1\n"
-        "result = vowels"
+        "vowels = 0\nfor ch in context[:600000]:\n    if ch in 'aeiou':\n        vowels += 1\nresult = vowels"
     ),
     "index loop": (
-        "total = 0\n"
-        "for i in range(0, len(context), 5):\n"
-        "    total += ord(context[i])\n"
-        "result = total"
+        "total = 0\nfor i in range(0, len(context), 5):\n    total += ord(context[i])\nresult = total"
     ),
     "chunking comprehension": (
         "size = 2000\n"
@@ -77,10 +70,7 @@ PROGRAMS: dict[str, str] = {
         "counts = [c.count('ERROR') for c in chunks]\n"
         "result = (len(chunks), sum(counts), max(counts))"
     ),
-    "Counter of words": (
-        "words = Counter(context.split())\n"
-        "result = words.most_common(10)"
-    ),
+    "Counter of words": ("words = Counter(context.split())\nresult = words.most_common(10)"),
     "dict aggregation": (
         "agg = {}\n"
         "for line in context.split('\\n'):\n"
@@ -92,8 +82,27 @@ PROGRAMS: dict[str, str] = {
     ),
 }
 
-_WORDS = ("alpha", "beta", "gamma", "delta", "kappa", "sigma", "omega", "query", "cache", "index",
-          "shard", "token", "model", "vector", "socket", "buffer", "thread", "worker", "lease")
+_WORDS = (
+    "alpha",
+    "beta",
+    "gamma",
+    "delta",
+    "kappa",
+    "sigma",
+    "omega",
+    "query",
+    "cache",
+    "index",
+    "shard",
+    "token",
+    "model",
+    "vector",
+    "socket",
+    "buffer",
+    "thread",
+    "worker",
+    "lease",
+)
 _LEVELS = ("INFO", "INFO", "INFO", "DEBUG", "WARN", "ERROR")
 _SERVICES = ("api", "auth", "billing", "search", "ingest", "export")
 
@@ -110,8 +119,7 @@ def make_context(chars: int = CONTEXT_CHARS, seed: int = 20240601) -> str:
         words = " ".join(rng.choice(_WORDS) for _ in range(rng.randint(3, 9)))
         extra = " timeout" if rng.random() < 0.2 else ""
         stamp = (start + timedelta(seconds=n * 7)).isoformat()
-        line = (f"{stamp} {level} {rng.choice(_SERVICES)} {words} code={rng.randint(100, 599)}"
-                f"{extra}")
+        line = f"{stamp} {level} {rng.choice(_SERVICES)} {words} code={rng.randint(100, 599)}{extra}"
         lines.append(line)
         size += len(line) + 1
         n += 1
@@ -184,8 +192,11 @@ class _UpstreamWorker(_Runner):
         if not repl.is_file():
             raise SystemExit(f"--upstream: {repl} does not exist")
         self.proc = subprocess.Popen(
-            [python, "-c", _WORKER, str(repl)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-            text=True, env=dict(os.environ, LITELLM_LOCAL_MODEL_COST_MAP="True"),
+            [python, "-c", _WORKER, str(repl)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+            env=dict(os.environ, LITELLM_LOCAL_MODEL_COST_MAP="True"),
         )
 
     def batch(self, count: int, fresh: bool) -> list[float]:
@@ -215,7 +226,7 @@ def measure_trivial(runners: list[_Runner], rounds: int, batch: int, fresh: bool
     for r in runners:
         r.batch(min(batch, 200), fresh)  # warm-up
     for i in range(rounds):
-        order = runners[i % len(runners):] + runners[:i % len(runners)]
+        order = runners[i % len(runners) :] + runners[: i % len(runners)]
         for r in order:
             samples[r.label].extend(r.batch(batch, fresh))
     return samples
@@ -239,9 +250,17 @@ def _plain_namespace(context: str) -> dict[str, Any]:
     import json as json_module
     import math as math_module
 
-    return {"context": context, "query": "q", "re": re, "json": json_module, "math": math_module,
-            "datetime": datetime, "timedelta": timedelta, "Counter": Counter,
-            "defaultdict": defaultdict}
+    return {
+        "context": context,
+        "query": "q",
+        "re": re,
+        "json": json_module,
+        "math": math_module,
+        "datetime": datetime,
+        "timedelta": timedelta,
+        "Counter": Counter,
+        "defaultdict": defaultdict,
+    }
 
 
 def _time_plain(code: str, context: str, loops: int = 1) -> tuple[float, Any]:
@@ -290,8 +309,10 @@ def measure_programs(context: str, repeat: int, min_run: float = 0.04) -> list[P
             else:
                 plain[name].append(_time_plain(code, context, n)[0])
                 fixed[name].append(_time_fixed(executor, code, context, n)[0])
-    return [ProgramTiming(name, statistics.median(fixed[name]), statistics.median(plain[name]))
-            for name in PROGRAMS]
+    return [
+        ProgramTiming(name, statistics.median(fixed[name]), statistics.median(plain[name]))
+        for name in PROGRAMS
+    ]
 
 
 # ------------------------------------------------------------------------------ the table
@@ -301,29 +322,71 @@ def _verdict(value: float, target: float) -> str:
     return "PASS" if value <= target else "MISS"
 
 
-def render(trivial: dict[bool, dict[str, list[float]]], programs: list[ProgramTiming],
-           context_chars: int, upstream_label: str | None) -> str:
-    heads = ["measurement", "profile fixed", "profile upstream", "upstream 2fb46cc", "plain exec",
-             "ratio", "target", "result"]
+def render(
+    trivial: dict[bool, dict[str, list[float]]],
+    programs: list[ProgramTiming],
+    context_chars: int,
+    upstream_label: str | None,
+) -> str:
+    heads = [
+        "measurement",
+        "profile fixed",
+        "profile upstream",
+        "upstream 2fb46cc",
+        "plain exec",
+        "ratio",
+        "target",
+        "result",
+    ]
     rows: list[list[str]] = []
     for fresh, samples in trivial.items():
         what = "x = <n>, new source each call" if fresh else "x = 1, same source each call"
         for q, label in ((0.5, "p50"), (0.9, "p90")):
             cell = {k: _percentile(v, q) * 1e6 for k, v in samples.items()}
-            row = [f"trivial step {label} µs ({what})", f"{cell['profile fixed']:.1f}",
-                   f"{cell['profile upstream']:.1f}",
-                   f"{cell[upstream_label]:.1f}" if upstream_label else "n/a", "", "", "", ""]
+            row = [
+                f"trivial step {label} µs ({what})",
+                f"{cell['profile fixed']:.1f}",
+                f"{cell['profile upstream']:.1f}",
+                f"{cell[upstream_label]:.1f}" if upstream_label else "n/a",
+                "",
+                "",
+                "",
+                "",
+            ]
             if upstream_label and label == "p50":
                 ratio = cell["profile fixed"] / cell[upstream_label]
-                row[5:] = [f"{ratio:.2f}x fixed/2fb46cc", f"<= {TRIVIAL_TARGET}x",
-                           _verdict(ratio, TRIVIAL_TARGET)]
+                row[5:] = [
+                    f"{ratio:.2f}x fixed/2fb46cc",
+                    f"<= {TRIVIAL_TARGET}x",
+                    _verdict(ratio, TRIVIAL_TARGET),
+                ]
             rows.append(row)
     for t in programs:
-        rows.append([f"{t.name} (ms)", f"{t.fixed * 1e3:.1f}", "", "", f"{t.plain * 1e3:.1f}",
-                     f"{t.ratio:.2f}x", "", ""])
+        rows.append(
+            [
+                f"{t.name} (ms)",
+                f"{t.fixed * 1e3:.1f}",
+                "",
+                "",
+                f"{t.plain * 1e3:.1f}",
+                f"{t.ratio:.2f}x",
+                "",
+                "",
+            ]
+        )
     geo = math.exp(sum(math.log(t.ratio) for t in programs) / len(programs))
-    rows.append([f"geometric mean, {len(programs)} programs", "", "", "", "", f"{geo:.2f}x",
-                 f"<= {OVERHEAD_TARGET}x", _verdict(geo, OVERHEAD_TARGET)])
+    rows.append(
+        [
+            f"geometric mean, {len(programs)} programs",
+            "",
+            "",
+            "",
+            "",
+            f"{geo:.2f}x",
+            f"<= {OVERHEAD_TARGET}x",
+            _verdict(geo, OVERHEAD_TARGET),
+        ]
+    )
     widths = [max(len(r[i]) for r in [heads, *rows]) for i in range(len(heads))]
 
     def line(cells: list[str]) -> str:
@@ -342,8 +405,10 @@ def _environment(context_chars: int) -> str:
         from importlib.metadata import version as dist_version
 
         version = dist_version("RestrictedPython")
-    return (f"CPython {platform.python_version()} on {platform.machine()}, {os.cpu_count()} CPUs, "
-            f"RestrictedPython {version}, context {context_chars:,} chars")
+    return (
+        f"CPython {platform.python_version()} on {platform.machine()}, {os.cpu_count()} CPUs, "
+        f"RestrictedPython {version}, context {context_chars:,} chars"
+    )
 
 
 def _cprofile(name: str, context: str, repeat: int) -> None:
@@ -364,37 +429,44 @@ def _cprofile(name: str, context: str, repeat: int) -> None:
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--upstream", type=Path, help="ysz/recursive-llm checkout (2fb46cc)")
-    parser.add_argument("--upstream-python", default=sys.executable,
-                        help="Python with RestrictedPython for the upstream worker (default: this one)")
+    parser.add_argument(
+        "--upstream-python",
+        default=sys.executable,
+        help="Python with RestrictedPython for the upstream worker (default: this one)",
+    )
     parser.add_argument("--rounds", type=int, default=20, help="interleaved rounds of trivial steps")
     parser.add_argument("--batch", type=int, default=100, help="trivial steps per runner per round")
     parser.add_argument("--repeat", type=int, default=9, help="runs per program (median taken)")
     parser.add_argument("--context-chars", type=int, default=CONTEXT_CHARS)
-    parser.add_argument("--cprofile", metavar="PROGRAM",
-                        help=f"profile 'trivial' or one of: {', '.join(PROGRAMS)}")
+    parser.add_argument(
+        "--cprofile", metavar="PROGRAM", help=f"profile 'trivial' or one of: {', '.join(PROGRAMS)}"
+    )
     args = parser.parse_args(argv)
 
     context = make_context(args.context_chars)
     if args.cprofile:
         _cprofile(args.cprofile, context, args.repeat)
         return
-    runners: list[_Runner] = [_InProcess("profile fixed", "fixed"),
-                              _InProcess("profile upstream", "upstream")]
+    runners: list[_Runner] = [
+        _InProcess("profile fixed", "fixed"),
+        _InProcess("profile upstream", "upstream"),
+    ]
     upstream_label = None
     if args.upstream:
         worker = _UpstreamWorker(args.upstream, args.upstream_python)
         runners.append(worker)
         upstream_label = worker.label
     try:
-        trivial = {fresh: measure_trivial(runners, args.rounds, args.batch, fresh)
-                   for fresh in (True, False)}
+        trivial = {fresh: measure_trivial(runners, args.rounds, args.batch, fresh) for fresh in (True, False)}
     finally:
         for r in runners:
             r.close()
     programs = measure_programs(context, args.repeat)
     print(_environment(len(context)))
-    print(f"trivial steps: {args.rounds} interleaved rounds x {args.batch} calls per executor; "
-          f"programs: median of {args.repeat} alternating runs")
+    print(
+        f"trivial steps: {args.rounds} interleaved rounds x {args.batch} calls per executor; "
+        f"programs: median of {args.repeat} alternating runs"
+    )
     print(render(trivial, programs, len(context), upstream_label))
 
 

@@ -83,8 +83,16 @@ def _measure(method: str, with_litellm: bool, further: int, threads: int) -> dic
 
 
 def _run(method: str, with_litellm: bool, further: int, threads: int) -> dict[str, float]:
-    command = [sys.executable, __file__, "--child", method, "--further", str(further),
-               "--threads", str(threads)]
+    command = [
+        sys.executable,
+        __file__,
+        "--child",
+        method,
+        "--further",
+        str(further),
+        "--threads",
+        str(threads),
+    ]
     if with_litellm:
         command.append("--litellm")
     env = dict(os.environ, LITELLM_LOCAL_MODEL_COST_MAP="True")
@@ -107,8 +115,10 @@ def main() -> None:
         print(json.dumps(_measure(args.child, args.litellm, args.further, args.threads)))
         return
     scenarios = [("forkserver", False), ("forkserver", True), ("spawn", False), ("spawn", True)]
-    header = (f"{'method':<11} {'__main__':<9} {'first ms':>9} {'next p50':>9} {'next max':>9} "
-              f"{f'{args.threads} thr wall':>12} {'thr max':>9}  targets")
+    header = (
+        f"{'method':<11} {'__main__':<9} {'first ms':>9} {'next p50':>9} {'next max':>9} "
+        f"{f'{args.threads} thr wall':>12} {'thr max':>9}  targets"
+    )
     print(f"python {sys.version.split()[0]}, {os.cpu_count()} CPUs, median of {args.runs} runs")
     print(header)
     print("-" * len(header))
@@ -127,9 +137,11 @@ def main() -> None:
                 (f"{args.threads} ok", all(r["concurrent_ok"] == args.threads for r in runs)),
             ]
             verdict = " ".join(f"{name}:{'PASS' if ok else 'MISS'}" for name, ok in checks)
-        print(f"{method:<11} {'litellm' if with_litellm else 'bare':<9} {med('first'):>9.1f} "
-              f"{med('further_p50'):>9.2f} {med('further_max'):>9.2f} {med('concurrent_wall'):>12.1f} "
-              f"{med('concurrent_max'):>9.1f}  {verdict}")
+        print(
+            f"{method:<11} {'litellm' if with_litellm else 'bare':<9} {med('first'):>9.1f} "
+            f"{med('further_p50'):>9.2f} {med('further_max'):>9.2f} {med('concurrent_wall'):>12.1f} "
+            f"{med('concurrent_max'):>9.1f}  {verdict}"
+        )
 
 
 if __name__ == "__main__":

@@ -38,6 +38,7 @@ def __getattr__(name: str) -> Any:
         return RLM
     raise AttributeError(f"module 'rlm_compat' has no attribute {name!r}")
 
+
 __version__ = "0.1.0"
 
 __all__ = [

@@ -77,13 +77,17 @@ def _register_run(commands: argparse._SubParsersAction[argparse.ArgumentParser])
     p.add_argument("--max-iterations", type=int, default=30)
     p.add_argument("--max-depth", type=int, default=5)
     p.add_argument(
-        "--isolation", choices=ISOLATIONS, default=None,
+        "--isolation",
+        choices=ISOLATIONS,
+        default=None,
         help=f"where model code runs: process (a killable worker; profile fixed's default) or inline "
         f"(the calling process; profile upstream's default); default ${ISOLATION_ENV} or the profile's",
     )
     p.add_argument("--repl-timeout", type=float, default=5.0, help="seconds per REPL step (default 5)")
     p.add_argument(
-        "--memory-mb", type=int, default=Limits.memory_mb,
+        "--memory-mb",
+        type=int,
+        default=Limits.memory_mb,
         help=f"memory model code may allocate per session (default {Limits.memory_mb})",
     )
     p.add_argument("--stats", action="store_true", help="print stats to stderr")
@@ -129,7 +133,8 @@ def _run(args: argparse.Namespace) -> int:
 
 def _register_profiles(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = commands.add_parser(
-        "profiles", help="list the behaviour profiles and their quirk switches",
+        "profiles",
+        help="list the behaviour profiles and their quirk switches",
         description="Show each quirk switch, whether the presets turn it on, and what it does.",
     )
     p.set_defaults(handler=_profiles)

@@ -120,32 +120,22 @@ class ReplConfig:
         object.__setattr__(self, "timeout", float(timeout))
         chars = self.max_output_chars
         if isinstance(chars, bool) or not isinstance(chars, int) or chars < 0:
-            raise ConfigurationError(
-                f"max_output_chars must be a non-negative integer, not {chars!r}"
-            )
+            raise ConfigurationError(f"max_output_chars must be a non-negative integer, not {chars!r}")
         if not isinstance(self.limits, Limits):
-            raise ConfigurationError(
-                f"limits must be a rlm_compat.Limits, not {type(self.limits).__name__}"
-            )
+            raise ConfigurationError(f"limits must be a rlm_compat.Limits, not {type(self.limits).__name__}")
         isolation = self.isolation
         if isolation is None:
             isolation = os.environ.get(ISOLATION_ENV) or (
                 "inline" if self.profile.inline_by_default else "process"
             )
         if isolation not in ISOLATIONS:
-            raise ConfigurationError(
-                f"isolation must be one of {list(ISOLATIONS)}, not {isolation!r}"
-            )
+            raise ConfigurationError(f"isolation must be one of {list(ISOLATIONS)}, not {isolation!r}")
         object.__setattr__(self, "isolation", isolation)
         start = self.start_method
         if start is None:
-            start = os.environ.get(START_METHOD_ENV) or (
-                "forkserver" if hasattr(os, "fork") else "spawn"
-            )
+            start = os.environ.get(START_METHOD_ENV) or ("forkserver" if hasattr(os, "fork") else "spawn")
         if start not in START_METHODS:
-            raise ConfigurationError(
-                f"start_method must be one of {list(START_METHODS)}, not {start!r}"
-            )
+            raise ConfigurationError(f"start_method must be one of {list(START_METHODS)}, not {start!r}")
         if start == "forkserver" and not hasattr(os, "fork"):
             raise ConfigurationError("start_method 'forkserver' needs os.fork; use 'spawn'")
         object.__setattr__(self, "start_method", start)
@@ -167,7 +157,5 @@ def _replace(obj: _C, changes: dict[str, Any]) -> _C:
     known = {f.name for f in dataclasses.fields(obj)}
     unknown = sorted(set(changes) - known)
     if unknown:
-        raise ConfigurationError(
-            f"unknown {type(obj).__name__} field(s) {unknown}; known: {sorted(known)}"
-        )
+        raise ConfigurationError(f"unknown {type(obj).__name__} field(s) {unknown}; known: {sorted(known)}")
     return dataclasses.replace(obj, **changes)

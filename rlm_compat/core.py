@@ -144,9 +144,7 @@ class RLM:
                 limits=Limits() if limits is None else limits,
             )
         elif not isinstance(repl_config, ReplConfig):
-            raise ConfigurationError(
-                f"repl_config must be a ReplConfig, not {type(repl_config).__name__}"
-            )
+            raise ConfigurationError(f"repl_config must be a ReplConfig, not {type(repl_config).__name__}")
         self.repl_config = repl_config
         self.profile = repl_config.profile
         self.prompt_version = prompt_version
@@ -231,9 +229,7 @@ class RLM:
             messages.append(Message(role="assistant", content=response))
             messages.append(Message(role="user", content=observation))
 
-        raise MaxIterationsError(
-            f"Max iterations ({self.max_iterations}) exceeded without FINAL()"
-        )
+        raise MaxIterationsError(f"Max iterations ({self.max_iterations}) exceeded without FINAL()")
 
     def completion(self, query: str = "", context: str = "", **kwargs: Any) -> str:
         """2fb46cc's name for :meth:`complete`."""
@@ -292,9 +288,7 @@ class RLM:
             )
         return content
 
-    def _build_repl_env(
-        self, query: str, context: Any, loop: asyncio.AbstractEventLoop
-    ) -> dict[str, Any]:
+    def _build_repl_env(self, query: str, context: Any, loop: asyncio.AbstractEventLoop) -> dict[str, Any]:
         env: dict[str, Any] = {
             "context": context,
             "query": query,

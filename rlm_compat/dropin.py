@@ -52,7 +52,16 @@ def run_upstream_tests(
     env["LITELLM_LOCAL_MODEL_COST_MAP"] = "True"
     env.pop("PYTHONPATH", None)
     command = [
-        python or sys.executable, "-m", "pytest", "-p", "rlm_compat._dropin_plugin",
-        "-p", "no:cacheprovider", "--rootdir", str(root), str(tests), *pytest_args,
+        python or sys.executable,
+        "-m",
+        "pytest",
+        "-p",
+        "rlm_compat._dropin_plugin",
+        "-p",
+        "no:cacheprovider",
+        "--rootdir",
+        str(root),
+        str(tests),
+        *pytest_args,
     ]
     return subprocess.call(command, cwd=root, env=env)

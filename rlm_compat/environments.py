@@ -33,11 +33,29 @@ __all__ = [
 ]
 
 DEFAULT_ALLOWED_ENV: tuple[str, ...] = (
-    "PATH", "HOME", "LANG", "LC_ALL", "LC_CTYPE", "USER", "LOGNAME", "SHELL", "TERM", "TMPDIR", "TZ",
+    "PATH",
+    "HOME",
+    "LANG",
+    "LC_ALL",
+    "LC_CTYPE",
+    "USER",
+    "LOGNAME",
+    "SHELL",
+    "TERM",
+    "TMPDIR",
+    "TZ",
 )
 DEFAULT_BLOCKED_ENV_PATTERNS: tuple[str, ...] = (
-    "*KEY*", "*TOKEN*", "*SECRET*", "*PASSWORD*", "*PASSWD*", "*CREDENTIAL*", "*AUTH*", "*SESSION*",
-    "*COOKIE*", "*PRIVATE*",
+    "*KEY*",
+    "*TOKEN*",
+    "*SECRET*",
+    "*PASSWORD*",
+    "*PASSWD*",
+    "*CREDENTIAL*",
+    "*AUTH*",
+    "*SESSION*",
+    "*COOKIE*",
+    "*PRIVATE*",
 )
 
 
@@ -181,9 +199,7 @@ class LocalExecutionEnvironment(ExecutionEnvironment):
             os.killpg(process.pid, signal.SIGKILL)
             out, err = process.communicate()
             timed_out = True
-        return CommandResult(
-            command, process.returncode, out, err, time.perf_counter() - started, timed_out
-        )
+        return CommandResult(command, process.returncode, out, err, time.perf_counter() - started, timed_out)
 
     def start_process(
         self, argv: Sequence[str], *, pass_fds: Sequence[int] = (), cwd: str | None = None

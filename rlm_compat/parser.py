@@ -185,8 +185,9 @@ def missing_variable_error(name: str, env: Mapping[str, Any]) -> FinalVarMissing
     message = _missing_message(f"FINAL_VAR({_short_repr(name)})", name, env)
     holders = [n for n in user_variables(env) if type(env[n]) is str and env[n] == name]
     if holders:
-        message += (f". {_short_repr(name)} is the value of {holders[0]}; pass the name: "
-                    f"FINAL_VAR({holders[0]!r})")
+        message += (
+            f". {_short_repr(name)} is the value of {holders[0]}; pass the name: FINAL_VAR({holders[0]!r})"
+        )
     return FinalVarMissingError(_short(message, _MAX_FEEDBACK))
 
 

@@ -122,8 +122,9 @@ class Profile:
                 f"unknown profile switch(es) {unknown}; known switches: {sorted(QUIRKS)}"
             )
         if "name" not in changes:
-            diff = [f"{k}={'on' if v else 'off'}" for k, v in sorted(changes.items())
-                    if getattr(self, k) != v]
+            diff = [
+                f"{k}={'on' if v else 'off'}" for k, v in sorted(changes.items()) if getattr(self, k) != v
+            ]
             changes["name"] = f"{self.name}[{','.join(diff)}]" if diff else self.name
         return dataclasses.replace(self, **changes)
 

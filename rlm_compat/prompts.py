@@ -18,7 +18,9 @@ _HEAD = """You are a Recursive Language Model. You interact with context through
 The context is stored in variable `context` (not in this prompt). Size: {size} characters.
 """
 
-_PROMPT_2FB46CC = _HEAD + """
+_PROMPT_2FB46CC = (
+    _HEAD
+    + """
 Available in environment:
 - context: str (the document to analyze)
 - query: str (the question: "{{query}}")
@@ -35,8 +37,11 @@ Examples:
 When you have the answer, use FINAL("answer") - this is NOT a function, just write it as text.
 
 Depth: {depth}"""
+)
 
-_PROMPT_CC7A826 = _HEAD + """IMPORTANT: You cannot see the context directly. You MUST write Python code to search and explore it.
+_PROMPT_CC7A826 = (
+    _HEAD
+    + """IMPORTANT: You cannot see the context directly. You MUST write Python code to search and explore it.
 
 Available in environment:
 - context: str (the document to analyze)
@@ -55,6 +60,7 @@ CRITICAL: Do NOT guess or make up answers. You MUST search the context first to 
 Only use FINAL("answer") after you have found concrete evidence in the context.
 
 Depth: {depth}"""
+)
 
 PROMPT_VERSIONS: Final[dict[str, str]] = {"2fb46cc": _PROMPT_2FB46CC, "cc7a826": _PROMPT_CC7A826}
 DEFAULT_PROMPT_VERSION: Final = "cc7a826"

@@ -129,6 +129,4 @@ class REPLExecutor:
         except REPLError:
             raise
         except Exception as exc:  # a bug of ours must still reach the caller as a REPLError
-            raise REPLError(
-                f"Execution error: internal REPL failure ({type(exc).__name__}: {exc})"
-            ) from exc
+            raise REPLError(f"Execution error: internal REPL failure ({type(exc).__name__}: {exc})") from exc

@@ -96,18 +96,82 @@ def model_parse_response(text: str, env: Mapping[str, Any]) -> str | None:
 # --- inputs ----------------------------------------------------------------------------------------
 
 FRAGMENTS: tuple[str, ...] = (
-    "FINAL", "FINAL(", "FINAL(", "FINAL_VAR(", "FINAL_VAR", "FINAL (", "FINAL\n(", "FINAL_VAR (",
-    "MY_FINAL(", "FINALE(", "final(", "(", ")", ")", "((", "))", "[", "]", "{", "}",
-    '"', '"', "'", "'", '"""', '"""', "'''", "'''", '""', "''", "\\", '\\"', "\\'", "\\\\", "\\n",
-    "\n", "\n", " ", "  ", "\t", "\r\n", "\r", "\x0b", "\x0c", "\x1c", "\x85", "\u00a0", "\u2028",
-    "\u3000", "\x00", "answer", "x", "result", "42", "é", "日本語", "🙂", "²", "٣",
-    "```python\n", "```\n", "~~~\n", "`", "#", ",", "+", "r", "b", "f", "u", "=", ":",
+    "FINAL",
+    "FINAL(",
+    "FINAL(",
+    "FINAL_VAR(",
+    "FINAL_VAR",
+    "FINAL (",
+    "FINAL\n(",
+    "FINAL_VAR (",
+    "MY_FINAL(",
+    "FINALE(",
+    "final(",
+    "(",
+    ")",
+    ")",
+    "((",
+    "))",
+    "[",
+    "]",
+    "{",
+    "}",
+    '"',
+    '"',
+    "'",
+    "'",
+    '"""',
+    '"""',
+    "'''",
+    "'''",
+    '""',
+    "''",
+    "\\",
+    '\\"',
+    "\\'",
+    "\\\\",
+    "\\n",
+    "\n",
+    "\n",
+    " ",
+    "  ",
+    "\t",
+    "\r\n",
+    "\r",
+    "\x0b",
+    "\x0c",
+    "\x1c",
+    "\x85",
+    "\u00a0",
+    "\u2028",
+    "\u3000",
+    "\x00",
+    "answer",
+    "x",
+    "result",
+    "42",
+    "é",
+    "日本語",
+    "🙂",
+    "²",
+    "٣",
+    "```python\n",
+    "```\n",
+    "~~~\n",
+    "`",
+    "#",
+    ",",
+    "+",
+    "r",
+    "b",
+    "f",
+    "u",
+    "=",
+    ":",
 )
 NAMES: tuple[str, ...] = ("answer", "result", "x", "items", "context", "_private", "résumé", "a1")
 
-fragment_text = st.lists(
-    st.one_of(st.sampled_from(FRAGMENTS), st.text(max_size=4)), max_size=24
-).map("".join)
+fragment_text = st.lists(st.one_of(st.sampled_from(FRAGMENTS), st.text(max_size=4)), max_size=24).map("".join)
 """Text made mostly of directive pieces, quotes, escapes, brackets and odd whitespace."""
 
 small_alphabet_text = st.text(alphabet=st.sampled_from(list("FINAL_VR()\"'\\ \n\tx#`")), max_size=60)
@@ -139,9 +203,11 @@ final_var_like = st.tuples(
 ).map("".join)
 
 directive_text = st.lists(
-    st.one_of(directive_like, directive_like, final_var_like, st.sampled_from(FRAGMENTS),
-              st.text(max_size=3)),
-    min_size=1, max_size=6,
+    st.one_of(
+        directive_like, directive_like, final_var_like, st.sampled_from(FRAGMENTS), st.text(max_size=3)
+    ),
+    min_size=1,
+    max_size=6,
 ).map("".join)
 
 final_heavy_text = st.one_of(

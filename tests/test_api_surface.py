@@ -18,8 +18,19 @@ from rlm_compat import RLM
 # typing helpers or stdlib modules), as read from src/rlm/*.py at 2fb46cc.
 UPSTREAM_NAMES: dict[str, set[str]] = {
     "": {"RLM", "RLMError", "MaxIterationsError", "MaxDepthError", "REPLError"},
-    "core": {"RLM", "RLMError", "MaxIterationsError", "MaxDepthError", "REPLExecutor", "REPLError",
-             "Message", "build_system_prompt", "parse_response", "is_final", "litellm"},
+    "core": {
+        "RLM",
+        "RLMError",
+        "MaxIterationsError",
+        "MaxDepthError",
+        "REPLExecutor",
+        "REPLError",
+        "Message",
+        "build_system_prompt",
+        "parse_response",
+        "is_final",
+        "litellm",
+    },
     "repl": {"REPLExecutor", "REPLError"},
     "parser": {"extract_final", "extract_final_var", "is_final", "parse_response"},
     "prompts": {"build_system_prompt", "build_user_prompt"},
@@ -39,14 +50,20 @@ def test_rlm_signature_matches_upstream() -> None:
     params = list(inspect.signature(RLM.__init__).parameters.values())[1:]
     positional = [(p.name, p.default) for p in params if p.kind is p.POSITIONAL_OR_KEYWORD]
     assert positional == [
-        ("model", inspect.Parameter.empty), ("recursive_model", None), ("api_base", None),
-        ("api_key", None), ("max_depth", 5), ("max_iterations", 30), ("_current_depth", 0),
+        ("model", inspect.Parameter.empty),
+        ("recursive_model", None),
+        ("api_base", None),
+        ("api_key", None),
+        ("max_depth", 5),
+        ("max_iterations", 30),
+        ("_current_depth", 0),
     ]
     assert params[-1].kind is inspect.Parameter.VAR_KEYWORD
     for method in ("complete", "completion", "acomplete", "acompletion"):
         sig = inspect.signature(getattr(RLM, method))
         assert [(p.name, p.default) for p in list(sig.parameters.values())[1:3]] == [
-            ("query", ""), ("context", ""),
+            ("query", ""),
+            ("context", ""),
         ]
     assert inspect.iscoroutinefunction(RLM.acomplete) and inspect.iscoroutinefunction(RLM.acompletion)
 
@@ -79,8 +96,12 @@ def test_names_against_live_checkout(commit: str) -> None:
     for module in UPSTREAM_NAMES:
         path = f"src/rlm/{module or '__init__'}.py"
         if (root / ".git").exists():
-            source = subprocess.run(["git", "-C", str(root), "show", f"{commit}:{path}"],
-                                    capture_output=True, text=True, check=True).stdout
+            source = subprocess.run(
+                ["git", "-C", str(root), "show", f"{commit}:{path}"],
+                capture_output=True,
+                text=True,
+                check=True,
+            ).stdout
         else:
             source = (root / path).read_text()
         assert _upstream_public_names(source) == UPSTREAM_NAMES[module], module

@@ -88,10 +88,7 @@ def test_the_cycle_finder_finds_cycles() -> None:
 
 
 def test_both_runners_have_the_runner_interface() -> None:
-    wanted = {
-        name: inspect.signature(getattr(Runner, name))
-        for name in ("execute", "render", "close")
-    }
+    wanted = {name: inspect.signature(getattr(Runner, name)) for name in ("execute", "render", "close")}
     for runner in (InlineRunner, ProcessRunner):
         for name, signature in wanted.items():
             assert inspect.signature(getattr(runner, name)) == signature, (runner, name)

@@ -65,8 +65,9 @@ def test_base_exceptions_from_model_dunders(isolation: str, template: str) -> No
 
 @pytest.mark.parametrize("profile", ["fixed", "upstream"])
 def test_base_exceptions_in_both_profiles(isolation: str, profile: str) -> None:
-    with REPLExecutor(timeout=5, isolation=isolation, profile=profile) as ex, pytest.raises(
-        REPLError, match="stop"
+    with (
+        REPLExecutor(timeout=5, isolation=isolation, profile=profile) as ex,
+        pytest.raises(REPLError, match="stop"),
     ):
         ex.execute("raise SystemExit('stop')", {})
 
@@ -119,9 +120,7 @@ def test_final_rendering_runs_under_the_step_timeout(isolation: str, reply: str)
     ids=["text_final_var", "callable_final_var", "callable_final"],
 )
 def test_final_answers_are_capped(isolation: str, reply: str) -> None:
-    answer, _, client = _run(
-        [reply, 'FINAL("short")'], isolation, limits=Limits(answer_chars=1000)
-    )
+    answer, _, client = _run([reply, 'FINAL("short")'], isolation, limits=Limits(answer_chars=1000))
     assert answer == "short"
     assert "over the limit of 1000" in _observations(client)[0]
 

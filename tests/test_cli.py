@@ -43,13 +43,27 @@ def test_profiles_table(capsys: pytest.CaptureFixture[str]) -> None:
         assert doc
 
 
-def test_run_against_loopback(chat_server: ServerFactory, tmp_path: Path,
-                              capsys: pytest.CaptureFixture[str]) -> None:
+def test_run_against_loopback(
+    chat_server: ServerFactory, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     server = chat_server(["n = context.count('a')", "FINAL_VAR(n)"])
     context = tmp_path / "ctx.txt"
     context.write_text("banana")
-    code = main(["run", "How many a?", "--context-file", str(context), "--model", "openai/m",
-                 "--api-base", server.base_url, "--api-key", "sk-loop", "--stats"])
+    code = main(
+        [
+            "run",
+            "How many a?",
+            "--context-file",
+            str(context),
+            "--model",
+            "openai/m",
+            "--api-base",
+            server.base_url,
+            "--api-key",
+            "sk-loop",
+            "--stats",
+        ]
+    )
     captured = capsys.readouterr()
     assert code == 0
     assert captured.out.strip() == "3"

@@ -44,7 +44,8 @@ def default_run() -> Any:
 def test_default_run_passes(default_run: Any) -> None:
     failures = [
         f"{impl.name} {r.id}: {r.status}: {r.detail}"
-        for impl in default_run.implementations for r in impl.results
+        for impl in default_run.implementations
+        for r in impl.results
         if r.status in ("unexplained", "unexpected-pass", "errored")
     ]
     assert not default_run.registry_problems, default_run.registry_problems
@@ -79,8 +80,7 @@ def upstream_driver() -> Iterator[DriverProcess]:
     if not checkout.commit.startswith("2fb46cc"):
         pytest.skip(f"RLM_COMPAT_UPSTREAM is at {checkout.commit[:12]}, not 2fb46cc")
     python = os.environ.get("RLM_COMPAT_UPSTREAM_PYTHON", sys.executable)
-    driver = DriverProcess(python, "ysz", paths=[str(checkout.src)], label=checkout.commit,
-                           step_limit=3.0)
+    driver = DriverProcess(python, "ysz", paths=[str(checkout.src)], label=checkout.commit, step_limit=3.0)
     driver.start()
     yield driver
     driver.stop()
@@ -94,7 +94,8 @@ def test_recorded_cases_reproduce_on_the_live_checkout(upstream_driver: DriverPr
         assert path is not None
         lines = [line for n, line in enumerate(read_jsonl(path)) if n % stride == 0]
         lines = [
-            line for line in lines
+            line
+            for line in lines
             if line["input"].get("options", {}).get("prompt_version", "2fb46cc") == "2fb46cc"
         ]
         replies = upstream_driver.run(kind, [line["input"] for line in lines])
@@ -109,34 +110,125 @@ def test_recorded_cases_reproduce_on_the_live_checkout(upstream_driver: DriverPr
 _NAMES = ("a", "b", "c")
 _name = st.sampled_from(_NAMES)
 _atoms = st.sampled_from(
-    ["1", "-2", "2.5", "'xy'", "'a b'", "[1, 2]", "(1, 'z')", "{'k': 1}", "{1, 2}", "b''",
-     "len(context)", "context[:3]", "context.split()", "None", "True", "a", "b", "c", "query",
-     "undefined_name", "re.findall('l', context)", "json.dumps([1])", "math.sqrt(4)",
-     "Counter('aab')", "_x", "x_", "context.format"]
+    [
+        "1",
+        "-2",
+        "2.5",
+        "'xy'",
+        "'a b'",
+        "[1, 2]",
+        "(1, 'z')",
+        "{'k': 1}",
+        "{1, 2}",
+        "b''",
+        "len(context)",
+        "context[:3]",
+        "context.split()",
+        "None",
+        "True",
+        "a",
+        "b",
+        "c",
+        "query",
+        "undefined_name",
+        "re.findall('l', context)",
+        "json.dumps([1])",
+        "math.sqrt(4)",
+        "Counter('aab')",
+        "_x",
+        "x_",
+        "context.format",
+    ]
 )
 _exprs = st.one_of(
     _atoms,
-    st.builds(lambda x, op, y: f"{x} {op} {y}", _atoms,
-              st.sampled_from(["+", "*", "==", "<", "in", "and", "or", "%", "//"]), _atoms),
+    st.builds(
+        lambda x, op, y: f"{x} {op} {y}",
+        _atoms,
+        st.sampled_from(["+", "*", "==", "<", "in", "and", "or", "%", "//"]),
+        _atoms,
+    ),
     st.builds(lambda x: f"[v * 2 for v in {x}]", _atoms),
     st.builds(lambda x: f"(v for v in {x})", _atoms),
     st.builds(lambda x: f"{{k: context for k in {x}}}", _atoms),
     st.builds(lambda x: f"(lambda q: q + a)({x})", _atoms),
-    st.builds(lambda f, x: f"{f}({x})", st.sampled_from(
-        ["str", "repr", "sorted", "list", "tuple", "len", "sum", "max", "type", "bool",
-         "getattr", "print", "isinstance", "dict", "enumerate", "zip", "hasattr", "format"]), _atoms),
-    st.builds(lambda x, m: f"{x}.{m}()", _atoms, st.sampled_from(
-        ["upper", "strip", "copy", "keys", "pop", "__class__", "items", "count"])),
+    st.builds(
+        lambda f, x: f"{f}({x})",
+        st.sampled_from(
+            [
+                "str",
+                "repr",
+                "sorted",
+                "list",
+                "tuple",
+                "len",
+                "sum",
+                "max",
+                "type",
+                "bool",
+                "getattr",
+                "print",
+                "isinstance",
+                "dict",
+                "enumerate",
+                "zip",
+                "hasattr",
+                "format",
+            ]
+        ),
+        _atoms,
+    ),
+    st.builds(
+        lambda x, m: f"{x}.{m}()",
+        _atoms,
+        st.sampled_from(["upper", "strip", "copy", "keys", "pop", "__class__", "items", "count"]),
+    ),
     st.builds(lambda x: f"f'<{{{x}}}>'", _atoms),
     st.builds(lambda x: f"'{{}}'.format({x})", _atoms),
     st.builds(lambda x, i: f"{x}[{i}]", _atoms, st.sampled_from(["0", "-1", "1:", "'k'", "::2"])),
-    st.builds(lambda f, args: f"{f}({args})", st.sampled_from(
-        ["hasattr", "getattr", "isinstance", "issubclass", "len", "min", "max", "abs", "round",
-         "divmod", "pow", "range", "enumerate", "zip", "map", "filter", "sorted", "reversed", "iter",
-         "next", "chr", "ord", "hex", "int", "float", "dict", "callable", "setattr", "any", "all"]),
-        st.sampled_from(["", "1", "1, 2", "'a', 'b', 'c'", "x=1", "[]", "context", "a, b"])),
-    st.builds(lambda x, m: f"{x}.{m}", _atoms, st.sampled_from(["missing", "real", "get('k')",
-                                                                "split(', ')", "join(['q'])"])),
+    st.builds(
+        lambda f, args: f"{f}({args})",
+        st.sampled_from(
+            [
+                "hasattr",
+                "getattr",
+                "isinstance",
+                "issubclass",
+                "len",
+                "min",
+                "max",
+                "abs",
+                "round",
+                "divmod",
+                "pow",
+                "range",
+                "enumerate",
+                "zip",
+                "map",
+                "filter",
+                "sorted",
+                "reversed",
+                "iter",
+                "next",
+                "chr",
+                "ord",
+                "hex",
+                "int",
+                "float",
+                "dict",
+                "callable",
+                "setattr",
+                "any",
+                "all",
+            ]
+        ),
+        st.sampled_from(["", "1", "1, 2", "'a', 'b', 'c'", "x=1", "[]", "context", "a, b"]),
+    ),
+    st.builds(
+        lambda x, m: f"{x}.{m}",
+        _atoms,
+        st.sampled_from(["missing", "real", "get('k')", "split(', ')", "join(['q'])"]),
+    ),
 )
 _statements = st.one_of(
     st.builds(lambda n, e: f"{n} = {e}", _name, _exprs),
@@ -157,10 +249,29 @@ _statements = st.one_of(
     st.builds(lambda n: f"while {n} and {n} < 3:\n    {n} = {n} + 1", _name),
     st.builds(lambda n, e: f"{n} = {e} if {n} else 0", _name, _exprs),
     st.builds(lambda n, e: f"if ({n} := {e}):\n    pass", _name, _exprs),
-    st.sampled_from(["import re", "import os", "from math import sqrt", "class K:\n    x = 1",
-                     "global a\na = 5", "pass", "", "   ", "# only a comment", "a, *b = [1, 2, 3]",
-                     "x = 1; y = 2", "a = b = 0", "assert a, 'no a'", "raise ValueError('v')",
-                     "print()", "print('a' * 3000)", '"""doc"""', "a.x = 1", "nonlocal a"]),
+    st.sampled_from(
+        [
+            "import re",
+            "import os",
+            "from math import sqrt",
+            "class K:\n    x = 1",
+            "global a\na = 5",
+            "pass",
+            "",
+            "   ",
+            "# only a comment",
+            "a, *b = [1, 2, 3]",
+            "x = 1; y = 2",
+            "a = b = 0",
+            "assert a, 'no a'",
+            "raise ValueError('v')",
+            "print()",
+            "print('a' * 3000)",
+            '"""doc"""',
+            "a.x = 1",
+            "nonlocal a",
+        ]
+    ),
 )
 _steps = st.builds(
     lambda parts, fence, prose: (
@@ -205,9 +316,13 @@ def test_random_step_sequences_match_upstream(upstream_driver: DriverProcess) ->
         def same_as_upstream(self) -> None:
             if not self.steps:
                 return
-            case = {"id": "repl.stateful.probe", "topic": "stateful", "steps": list(self.steps),
-                    "env": {"context": "Hello World", "query": "q", "re": {"$module": "re"}},
-                    "options": {"timeout": 2}}
+            case = {
+                "id": "repl.stateful.probe",
+                "topic": "stateful",
+                "steps": list(self.steps),
+                "env": {"context": "Hello World", "query": "q", "re": {"$module": "re"}},
+                "options": {"timeout": 2},
+            }
             reply = upstream_driver.run("repl", [case])[0]
             assert "result" in reply, reply
             got = adapter.run("repl", case)
@@ -220,7 +335,11 @@ def test_random_step_sequences_match_upstream(upstream_driver: DriverProcess) ->
 
     run_state_machine_as_test(
         StepSequences,
-        settings=settings(max_examples=int(os.environ.get("RLM_COMPAT_STATEFUL_EXAMPLES", "40")),
-                          stateful_step_count=5, deadline=None, derandomize=True,
-                          suppress_health_check=[HealthCheck.too_slow]),
+        settings=settings(
+            max_examples=int(os.environ.get("RLM_COMPAT_STATEFUL_EXAMPLES", "40")),
+            stateful_step_count=5,
+            deadline=None,
+            derandomize=True,
+            suppress_health_check=[HealthCheck.too_slow],
+        ),
     )

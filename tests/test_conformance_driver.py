@@ -17,7 +17,7 @@ from rlm_compat.conformance.protocol import DriverProcess
 
 _FILES = {
     "__init__.py": "from .core import RLM\n",
-    "repl.py": '''
+    "repl.py": """
         import os
 
         class REPLError(Exception):
@@ -41,8 +41,8 @@ _FILES = {
                     raise REPLError(f"boom at {hex(id(env))}")
                 env["n"] = env.get("n", 0) + 1
                 return f"ran {code}"
-    ''',
-    "parser.py": '''
+    """,
+    "parser.py": """
         def extract_final(r):
             return r[6:-1] if r.startswith("FINAL(") else None
 
@@ -54,8 +54,8 @@ _FILES = {
 
         def parse_response(r, env):
             return extract_final(r) or extract_final_var(r, env)
-    ''',
-    "core.py": '''
+    """,
+    "core.py": """
         import asyncio
         import types
 
@@ -83,7 +83,7 @@ _FILES = {
             @property
             def stats(self):
                 return {"llm_calls": self.calls, "iterations": self.calls, "depth": 0}
-    ''',
+    """,
 }
 
 
@@ -115,10 +115,12 @@ def test_start_describes_the_implementation(driver: DriverProcess) -> None:
 def test_each_case_gets_a_fresh_executor_and_env(driver: DriverProcess) -> None:
     for _ in range(2):
         result = _repl(driver, "a", "b")["result"]
-        assert result == {"steps": [
-            {"output": "ran a", "env": {"t": {"$tuple": [1]}, "n": 1}},
-            {"output": "ran b", "env": {"t": {"$tuple": [1]}, "n": 2}},
-        ]}
+        assert result == {
+            "steps": [
+                {"output": "ran a", "env": {"t": {"$tuple": [1]}, "n": 1}},
+                {"output": "ran b", "env": {"t": {"$tuple": [1]}, "n": 2}},
+            ]
+        }
 
 
 def test_hang_is_recorded_and_stops_the_case(driver: DriverProcess) -> None:
@@ -136,8 +138,12 @@ def test_errors_are_recorded_with_addresses_normalised(driver: DriverProcess) ->
 
 def test_a_refused_option_is_a_step_error(driver: DriverProcess) -> None:
     step = _repl(driver, "a", max_output_chars=-1)["result"]["steps"]
-    assert step == [{"error": {"type": "ValueError", "message": "max_output_chars must be >= 0"},
-                     "env": {"t": {"$tuple": [1]}}}]
+    assert step == [
+        {
+            "error": {"type": "ValueError", "message": "max_output_chars must be >= 0"},
+            "env": {"t": {"$tuple": [1]}},
+        }
+    ]
 
 
 def test_a_dying_case_is_a_failure_not_a_result(driver: DriverProcess) -> None:
@@ -152,16 +158,23 @@ def test_stray_output_cannot_corrupt_the_protocol(driver: DriverProcess) -> None
 
 
 def test_parser_cases_run_in_batches(driver: DriverProcess) -> None:
-    cases = [{"id": f"parser.t.{i}", "response": r, "env": {"v": 7}}
-             for i, r in enumerate(["FINAL(x)", "v", "none"])]
+    cases = [
+        {"id": f"parser.t.{i}", "response": r, "env": {"v": 7}}
+        for i, r in enumerate(["FINAL(x)", "v", "none"])
+    ]
     results = [r["result"] for r in driver.run("parser", cases)]
     assert [r["parse_response"] for r in results] == ["x", "7", None]
     assert [r["is_final"] for r in results] == [True, False, False]
 
 
 def test_loop_calls_are_captured_and_a_short_script_raises(driver: DriverProcess) -> None:
-    case = {"id": "loop.t.x", "query": "q", "context": "c", "replies": ["thinking", "FINAL:42"],
-            "options": {"call": "completion", "llm_kwargs": {"temperature": 0}}}
+    case = {
+        "id": "loop.t.x",
+        "query": "q",
+        "context": "c",
+        "replies": ["thinking", "FINAL:42"],
+        "options": {"call": "completion", "llm_kwargs": {"temperature": 0}},
+    }
     result = driver.run("loop", [case])[0]["result"]
     assert result["answer"] == "42" and result["stats"]["llm_calls"] == 2
     assert result["calls"][1] == {
@@ -171,7 +184,8 @@ def test_loop_calls_are_captured_and_a_short_script_raises(driver: DriverProcess
     }
     short = driver.run("loop", [{**case, "replies": ["thinking"], "options": {"call": "acompletion"}}])
     assert short[0]["result"]["error"] == {
-        "type": "RuntimeError", "message": "scripted model has no reply left: call 2, 1 scripted"
+        "type": "RuntimeError",
+        "message": "scripted model has no reply left: call 2, 1 scripted",
     }
 
 

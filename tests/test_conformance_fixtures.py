@@ -43,9 +43,7 @@ def _schemas() -> dict[str, dict[str, Any]]:
 
 
 SCHEMAS = _schemas()
-REGISTRY = Registry().with_resources(
-    [(s["$id"], Resource.from_contents(s)) for s in SCHEMAS.values()]
-)
+REGISTRY = Registry().with_resources([(s["$id"], Resource.from_contents(s)) for s in SCHEMAS.values()])
 
 
 def _validator(name: str) -> Draft202012Validator:
@@ -85,19 +83,56 @@ def test_fixture_lines_match_their_schema(kind: str, path: Path) -> None:
 @pytest.mark.parametrize(
     "kind,bad",
     [
-        ("repl", {"id": "repl.x.y", "input": {"id": "repl.x.y", "topic": "x", "steps": ["1"]},
-                  "expected": {"steps": [{"output": "1"}]}}),  # env missing
-        ("repl", {"id": "repl.x.y", "input": {"id": "repl.x.y", "topic": "x", "steps": ["1"]},
-                  "expected": {"steps": [{"output": "1", "env": {"a": {"$tuple": [], "$set": []}}}]}}),
-        ("repl", {"id": "loop.x.y", "input": {"id": "repl.x.y", "topic": "x", "steps": ["1"]},
-                  "expected": {"steps": [{"hang": True}]}}),  # id of another kind
-        ("parser", {"id": "parser.a.b", "input": {"id": "parser.a.b", "topic": "a", "response": "",
-                                                  "env": {}},
-                    "expected": {"extract_final": 1, "extract_final_var": None, "is_final": False,
-                                 "parse_response": None}}),
-        ("loop", {"id": "loop.a.b", "input": {"id": "loop.a.b", "topic": "a", "replies": [],
-                                              "options": {"call": "completion", "prompt_version": "2fb46cc"}},
-                  "expected": {"calls": [], "answer": "x", "error": {"type": "E", "message": ""}}}),
+        (
+            "repl",
+            {
+                "id": "repl.x.y",
+                "input": {"id": "repl.x.y", "topic": "x", "steps": ["1"]},
+                "expected": {"steps": [{"output": "1"}]},
+            },
+        ),  # env missing
+        (
+            "repl",
+            {
+                "id": "repl.x.y",
+                "input": {"id": "repl.x.y", "topic": "x", "steps": ["1"]},
+                "expected": {"steps": [{"output": "1", "env": {"a": {"$tuple": [], "$set": []}}}]},
+            },
+        ),
+        (
+            "repl",
+            {
+                "id": "loop.x.y",
+                "input": {"id": "repl.x.y", "topic": "x", "steps": ["1"]},
+                "expected": {"steps": [{"hang": True}]},
+            },
+        ),  # id of another kind
+        (
+            "parser",
+            {
+                "id": "parser.a.b",
+                "input": {"id": "parser.a.b", "topic": "a", "response": "", "env": {}},
+                "expected": {
+                    "extract_final": 1,
+                    "extract_final_var": None,
+                    "is_final": False,
+                    "parse_response": None,
+                },
+            },
+        ),
+        (
+            "loop",
+            {
+                "id": "loop.a.b",
+                "input": {
+                    "id": "loop.a.b",
+                    "topic": "a",
+                    "replies": [],
+                    "options": {"call": "completion", "prompt_version": "2fb46cc"},
+                },
+                "expected": {"calls": [], "answer": "x", "error": {"type": "E", "message": ""}},
+            },
+        ),
     ],
 )
 def test_schemas_reject_malformed_lines(kind: str, bad: dict[str, Any]) -> None:
@@ -121,8 +156,10 @@ def test_ids_unique_sorted_and_well_formed(kind: str, path: Path) -> None:
 
 def test_every_version_records_the_same_cases() -> None:
     for kind in KINDS:
-        id_sets = {path.name: {line["id"] for line in read_jsonl(path)}
-                   for path in FIXTURES.files.get(kind, {}).values()}
+        id_sets = {
+            path.name: {line["id"] for line in read_jsonl(path)}
+            for path in FIXTURES.files.get(kind, {}).values()
+        }
         assert len({frozenset(s) for s in id_sets.values()}) == 1, f"{kind}: versions disagree"
 
 

@@ -30,12 +30,20 @@ def test_shipped_inputs_load_with_full_ids_and_topics() -> None:
 
 
 def test_a_loop_case_gets_defaults_and_extra_options_become_llm_kwargs(tmp_path: Path) -> None:
-    root = _write(tmp_path, "loop", "[[case]]\nid = 'x.y'\nreplies = ['FINAL(\"a\")']\n"
-                                     "options = { temperature = 0.5, max_iterations = 2 }\n")
+    root = _write(
+        tmp_path,
+        "loop",
+        "[[case]]\nid = 'x.y'\nreplies = ['FINAL(\"a\")']\n"
+        "options = { temperature = 0.5, max_iterations = 2 }\n",
+    )
     (case,) = inputs.load_loop_cases(root)
     assert case.id == "loop.x.y" and case.topic == "topic"
-    assert case.data["options"] == {"max_iterations": 2, "llm_kwargs": {"temperature": 0.5},
-                                    "call": "acompletion", "prompt_version": "2fb46cc"}
+    assert case.data["options"] == {
+        "max_iterations": 2,
+        "llm_kwargs": {"temperature": 0.5},
+        "call": "acompletion",
+        "prompt_version": "2fb46cc",
+    }
 
 
 @pytest.mark.parametrize(
@@ -46,15 +54,20 @@ def test_a_loop_case_gets_defaults_and_extra_options_become_llm_kwargs(tmp_path:
         ("repl", "[[case]]\nid = 'Bad Id'\nsteps = ['1']\n", "dotted lower-case"),
         ("repl", "[[case]]\nid = 'x.y'\nsteps = []\n", "non-empty list"),
         ("repl", "[[case]]\nid = 'x.y'\nsteps = ['1']\noptions = { timout = 1 }\n", "unknown key"),
-        ("repl", "[[case]]\nid = 'x.y'\nsteps = ['1']\nenv = { m = { '$module' = 'nope_mod' } }\n",
-         "env"),
-        ("repl", "[[case]]\nid = 'x.y'\nsteps = ['1']\n[[case]]\nid = 'x.y'\nsteps = ['2']\n",
-         "duplicate id"),
+        ("repl", "[[case]]\nid = 'x.y'\nsteps = ['1']\nenv = { m = { '$module' = 'nope_mod' } }\n", "env"),
+        (
+            "repl",
+            "[[case]]\nid = 'x.y'\nsteps = ['1']\n[[case]]\nid = 'x.y'\nsteps = ['2']\n",
+            "duplicate id",
+        ),
         ("repl", "[[cases]]\nid = 'x.y'\n", "top-level"),
         ("repl", "[[case]\n", "topic.toml"),
         ("loop", "[[case]]\nid = 'x.y'\nreplies = ['a']\noptions = { call = 'run' }\n", "options.call"),
-        ("loop", "[[case]]\nid = 'x.y'\nreplies = ['a']\noptions = { prompt_version = 'v9' }\n",
-         "prompt_version"),
+        (
+            "loop",
+            "[[case]]\nid = 'x.y'\nreplies = ['a']\noptions = { prompt_version = 'v9' }\n",
+            "prompt_version",
+        ),
         ("loop", "[[case]]\nid = 'x.y'\nreplies = ['a']\noptions = { max_depth = true }\n", "max_depth"),
     ],
 )
@@ -75,8 +88,10 @@ def test_diff_dirs_reports_case_level_changes(tmp_path: Path) -> None:
         (root / "PROVENANCE.json").write_text(json.dumps({"format": 1}))
     line = {"id": "repl.a.b", "input": {"id": "repl.a.b"}, "expected": {"steps": []}}
     write_jsonl(old / "repl.py3.11.jsonl", [line, {**line, "id": "repl.a.gone"}])
-    write_jsonl(new / "repl.py3.11.jsonl",
-                [{**line, "expected": {"steps": [{"hang": True}]}}, {**line, "id": "repl.a.new"}])
+    write_jsonl(
+        new / "repl.py3.11.jsonl",
+        [{**line, "expected": {"steps": [{"hang": True}]}}, {**line, "id": "repl.a.new"}],
+    )
     assert diff_dirs(old, old) == []
     assert diff_dirs(old, new) == [
         "repl.py3.11.jsonl: repl.a.b differs in ['expected']",

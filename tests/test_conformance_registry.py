@@ -115,8 +115,9 @@ kind = "fix"
 reason = "{REASON}"
 expected = {_toml(expected)}
 """
-        report = run_conformance([ProfileAdapter("fixed")], _fixtures(tmp_path, registry),
-                                 kinds=["repl"], progress_enabled=False)
+        report = run_conformance(
+            [ProfileAdapter("fixed")], _fixtures(tmp_path, registry), kinds=["repl"], progress_enabled=False
+        )
         assert _statuses(report)[("rlm_compat-fixed", "repl.syn.other")] == status
 
 
@@ -137,14 +138,20 @@ reason = "{REASON}"
 @pytest.mark.parametrize(
     "entry,message",
     [
-        ('cases = ["a.b"]\nprofile = "upstream"\nkind = "fix"\nreason = "' + REASON + '"',
-         "may only register"),
+        (
+            'cases = ["a.b"]\nprofile = "upstream"\nkind = "fix"\nreason = "' + REASON + '"',
+            "may only register",
+        ),
         ('cases = ["a.b"]\nprofile = "fixed"\nkind = "fix"\nreason = "because"', "full sentence"),
         ('cases = ["a.b"]\nprofile = "fixed"\nkind = "oops"\nreason = "' + REASON + '"', "kind must"),
-        ('cases = ["a.*"]\nprofile = "fixed"\nkind = "fix"\nreason = "' + REASON + '"\nexpected = {}',
-         "exactly one case id"),
-        ('cases = ["a.b"]\nprofile = "fixed"\nkind = "fix"\nreason = "' + REASON + '"\nwhy = 1',
-         "unknown key"),
+        (
+            'cases = ["a.*"]\nprofile = "fixed"\nkind = "fix"\nreason = "' + REASON + '"\nexpected = {}',
+            "exactly one case id",
+        ),
+        (
+            'cases = ["a.b"]\nprofile = "fixed"\nkind = "fix"\nreason = "' + REASON + '"\nwhy = 1',
+            "unknown key",
+        ),
         ('cases = []\nprofile = "fixed"\nkind = "fix"\nreason = "' + REASON + '"', "non-empty"),
         ('profile = "fixed"\nkind = "fix"\nreason = "' + REASON + '"', "missing 'cases'"),
     ],
@@ -181,46 +188,71 @@ pythons = ["PY"]
 
 def test_subclass_errors_conform_but_messages_must_match() -> None:
     expected = {"steps": [{"error": {"type": "REPLError", "message": "m"}, "env": {}}]}
-    sub = {"steps": [{"error": {"type": "REPLSecurityError", "message": "m",
-                                "isa": ["REPLSecurityError", "REPLError", "Exception"]}, "env": {}}]}
+    sub = {
+        "steps": [
+            {
+                "error": {
+                    "type": "REPLSecurityError",
+                    "message": "m",
+                    "isa": ["REPLSecurityError", "REPLError", "Exception"],
+                },
+                "env": {},
+            }
+        ]
+    }
     assert compare.compare("repl", expected, sub) is None
     other = json.loads(json.dumps(sub))
     other["steps"][0]["error"]["message"] = "n"
     assert compare.compare("repl", expected, other) == "step 1 error.message: expected 'm', got 'n'"
-    unrelated = {"steps": [{"error": {"type": "ValueError", "message": "m",
-                                      "isa": ["ValueError", "Exception"]}, "env": {}}]}
+    unrelated = {
+        "steps": [
+            {"error": {"type": "ValueError", "message": "m", "isa": ["ValueError", "Exception"]}, "env": {}}
+        ]
+    }
     assert "error.type" in str(compare.compare("repl", expected, unrelated))
 
 
 def test_semantic_mode_ignores_messages_and_placeholders() -> None:
-    expected = {"steps": [
-        {"output": "Code executed successfully (no output)", "env": {"x": 1, "_print": {"$opaque": "P"}}},
-        {"error": {"type": "REPLError", "message": "Execution error: boom"}, "env": {"x": 1}},
-        {"hang": True},
-    ]}
-    peer = {"steps": [
-        {"output": "", "env": {"x": 1}},
-        {"error": {"type": "ZeroDivisionError", "message": "division by zero"}, "env": {"x": 1}},
-        {"hang": True},
-    ]}
+    expected = {
+        "steps": [
+            {"output": "Code executed successfully (no output)", "env": {"x": 1, "_print": {"$opaque": "P"}}},
+            {"error": {"type": "REPLError", "message": "Execution error: boom"}, "env": {"x": 1}},
+            {"hang": True},
+        ]
+    }
+    peer = {
+        "steps": [
+            {"output": "", "env": {"x": 1}},
+            {"error": {"type": "ZeroDivisionError", "message": "division by zero"}, "env": {"x": 1}},
+            {"hang": True},
+        ]
+    }
     assert compare.compare("repl", expected, peer, "semantic") is None
     assert compare.compare("repl", expected, peer, "exact") is not None
     peer["steps"][0]["env"] = {"x": 2}
     assert compare.compare("repl", expected, peer, "semantic") == ".steps[0].env.x: expected 1, got 2"
     rlms = {"find_final_answer": "a"}
-    assert compare.compare("parser", {"is_final": True, "parse_response": "a",
-                                      "extract_final": "a", "extract_final_var": None}, rlms,
-                           "semantic") is None
+    assert (
+        compare.compare(
+            "parser",
+            {"is_final": True, "parse_response": "a", "extract_final": "a", "extract_final_var": None},
+            rlms,
+            "semantic",
+        )
+        is None
+    )
 
 
 def test_nothing_after_a_recorded_hang_is_compared() -> None:
     expected = {"steps": [{"output": "1", "env": {}}, {"hang": True}]}
-    timed_out = {"steps": [{"output": "1", "env": {}},
-                           {"error": {"type": "REPLTimeoutError", "message": "t"}, "env": {}},
-                           {"output": "later", "env": {}}]}
-    assert str(compare.compare("repl", expected, timed_out)).startswith(
-        "step 2: expected hang, got error"
-    )
+    timed_out = {
+        "steps": [
+            {"output": "1", "env": {}},
+            {"error": {"type": "REPLTimeoutError", "message": "t"}, "env": {}},
+            {"output": "later", "env": {}},
+        ]
+    }
+    assert str(compare.compare("repl", expected, timed_out)).startswith("step 2: expected hang, got error")
     assert compare.compare("repl", expected, {"steps": [{"output": "1", "env": {}}, {"hang": True}]}) is None
 
 
@@ -247,8 +279,19 @@ def test_unknown_implementation_and_missing_python_are_clear_errors() -> None:
 def test_cli_writes_reports_and_exits_by_result(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     fixtures = _fixtures(tmp_path / "fx", "")
     md, js = tmp_path / "out.md", tmp_path / "out.json"
-    code = main(["conformance", "--fixtures", str(fixtures.root), "--report", str(md),
-                 "--json", str(js), "--cases", "repl.syn.same"])
+    code = main(
+        [
+            "conformance",
+            "--fixtures",
+            str(fixtures.root),
+            "--report",
+            str(md),
+            "--json",
+            str(js),
+            "--cases",
+            "repl.syn.same",
+        ]
+    )
     assert code == 0
     data = json.loads(js.read_text())
     assert [i["counts"]["pass"] for i in data["implementations"]] == [1, 1]
@@ -276,8 +319,9 @@ def test_attribution_names_the_switch_behind_a_fixed_difference(tmp_path: Path) 
     line = {"id": case["id"], "input": case, "expected": recorded}
     for version in ("3.10", "3.11", "3.12", "3.13"):
         write_jsonl(tmp_path / f"repl.py{version}.jsonl", [line])
-    report = run_conformance([ProfileAdapter("fixed")], FixtureSet.open(tmp_path), kinds=["repl"],
-                             progress_enabled=False)
+    report = run_conformance(
+        [ProfileAdapter("fixed")], FixtureSet.open(tmp_path), kinds=["repl"], progress_enabled=False
+    )
     assert report.implementations[0].results[0].status == "unexplained"
     attribution = attribute_fixed(report, {case["id"]: line}, "3.11")
     ((switches, cases),) = attribution.by_switches.items()

@@ -67,7 +67,10 @@ def test_sets_encode_independently_of_insertion_order(items: list[str]) -> None:
 
 def test_special_floats_are_tagged() -> None:
     assert values.encode([math.nan, math.inf, -math.inf, -0.0]) == [
-        {"$float": "nan"}, {"$float": "inf"}, {"$float": "-inf"}, -0.0,
+        {"$float": "nan"},
+        {"$float": "inf"},
+        {"$float": "-inf"},
+        -0.0,
     ]
     assert math.isnan(values.decode({"$float": "nan"}))
 

@@ -78,7 +78,7 @@ def _route(request: dict[str, Any]) -> str:
         if len(request["messages"]) == 2:
             return 'sub = recursive_llm("first word?", context.split()[0])\nprint(sub)'
         return "FINAL_VAR(sub)"
-    return 'FINAL_VAR(context)'
+    return "FINAL_VAR(context)"
 
 
 @pytest.mark.parametrize("profile", PROFILES)

@@ -32,7 +32,8 @@ def _export(commit: str, dest: Path) -> Path:
         return source
     archive = subprocess.run(
         ["git", "-C", str(source), "archive", "--format=tar", commit, "tests", "src", "pyproject.toml"],
-        capture_output=True, check=True,
+        capture_output=True,
+        check=True,
     ).stdout
     with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
         tar.extractall(dest, filter="data")
@@ -73,9 +74,21 @@ def test_profile_upstream_matches_upstream_itself(commit: str, tmp_path: Path) -
     env = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True", "PYTHONPATH": str(checkout / "src")}
     junit = tmp_path / "theirs.xml"
     subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-o", "addopts=",
-         f"--junitxml={junit}", str(checkout / "tests")],
-        cwd=checkout, env=env, capture_output=True,
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            "-o",
+            "addopts=",
+            f"--junitxml={junit}",
+            str(checkout / "tests"),
+        ],
+        cwd=checkout,
+        env=env,
+        capture_output=True,
     )
     theirs = _junit_outcomes(junit)
     assert len(theirs) == 43

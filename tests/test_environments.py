@@ -21,8 +21,14 @@ from rlm_compat.environments import (
 def local(tmp_path: Path) -> LocalExecutionEnvironment:
     return LocalExecutionEnvironment(
         tmp_path,
-        env_vars={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "OPENAI_API_KEY": "sk-x",
-                  "GITHUB_TOKEN": "t", "LANG": "C.UTF-8", "MY_SETTING": "1"},
+        env_vars={
+            "PATH": "/usr/bin:/bin",
+            "HOME": str(tmp_path),
+            "OPENAI_API_KEY": "sk-x",
+            "GITHUB_TOKEN": "t",
+            "LANG": "C.UTF-8",
+            "MY_SETTING": "1",
+        },
     )
 
 

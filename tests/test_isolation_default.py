@@ -64,7 +64,6 @@ def warm() -> Iterator[None]:
     yield
 
 
-
 def _threads() -> set[int]:
     return {t.ident for t in threading.enumerate() if t.ident is not None}
 
@@ -149,12 +148,19 @@ CASES: dict[str, Case] = {
         "re.sub('', 'x' * 1000, 'a' * 10 ** 6)", 1, REPLError, "MemoryError|TimeoutError", None
     ),
     "appending 10 MB strings forever": Case(
-        "x = []\nwhile True:\n    x.append('y' * (10 * 2 ** 20))", 2, REPLError, "MemoryError|TimeoutError", None
+        "x = []\nwhile True:\n    x.append('y' * (10 * 2 ** 20))",
+        2,
+        REPLError,
+        "MemoryError|TimeoutError",
+        None,
     ),
     "one huge allocation": Case("bytearray(10 ** 11)", 1, REPLError, "MemoryError", False),
     "deep Python recursion": Case(
         "def down(k):\n    return down(k + 1) if k < 10 ** 6 else k\ndown(0)",
-        1, REPLError, "RecursionError", False,
+        1,
+        REPLError,
+        "RecursionError",
+        False,
     ),
     "hash of a deep tuple (C stack)": Case(CHAIN + "hash(t)", 2, REPLError, "SIGSEGV", True),
     "list of a deep iterator chain (C stack)": Case(ITER_CHAIN + "list(it)", 2, REPLError, "SIGSEGV", True),
@@ -162,13 +168,18 @@ CASES: dict[str, Case] = {
     "print flood": Case("while True:\n    print('x' * 1000)", 1, REPLTimeoutError, "TimeoutError", None),
     "except BaseException: pass": Case(
         "while True:\n    try:\n        while True:\n            pass\n    except BaseException:\n        pass",
-        1, REPLTimeoutError, "TimeoutError", None,
+        1,
+        REPLTimeoutError,
+        "TimeoutError",
+        None,
     ),
     "raise SystemExit": Case("raise SystemExit", 1, REPLError, "SystemExit", False),
     "exit()": Case("exit()", 1, REPLError, "NameError: name 'exit'", False),
     "quit()": Case("quit()", 1, REPLError, "NameError: name 'quit'", False),
     "os._exit": Case("import os\nos._exit(0)", 1, REPLSecurityError, "SecurityError", False),
-    "sys.exit": Case("import sys\nsys.exit(0)", 1, REPLSecurityError, "import of 'sys' is not allowed", False),
+    "sys.exit": Case(
+        "import sys\nsys.exit(0)", 1, REPLSecurityError, "import of 'sys' is not allowed", False
+    ),
 }
 
 
@@ -211,9 +222,14 @@ def _fence(code: str) -> str:
 @pytest.mark.parametrize("name", LOOP_CASES)
 def test_rlm_feeds_the_error_back_and_goes_on(name: str) -> None:
     case = CASES[name]
-    client = ScriptedClient([
-        _fence(SETUP), _fence(case.code), _fence("print(n + 1)\nprint('keep' in dir())"), 'FINAL("ok")',
-    ])
+    client = ScriptedClient(
+        [
+            _fence(SETUP),
+            _fence(case.code),
+            _fence("print(n + 1)\nprint('keep' in dir())"),
+            'FINAL("ok")',
+        ]
+    )
     rlm = RLM("scripted", client=client, repl_timeout=case.timeout)
     assert rlm.repl.isolation == "process"
     assert rlm.complete("q", "ctx") == "ok"
@@ -287,11 +303,13 @@ def test_two_runs_in_two_threads_never_meet() -> None:
     results: dict[str, str] = {}
 
     def script(tag: str, other: str) -> Callable[[str, list[Any]], str]:
-        replies = iter([
-            _fence(f"mine_{tag} = '{tag}' * 3\nprint(mine_{tag})"),
-            _fence(f"print(mine_{tag})\nprint('mine_{other}' in dir())\nprint(context)"),
-            f'FINAL("done {tag}")',
-        ])
+        replies = iter(
+            [
+                _fence(f"mine_{tag} = '{tag}' * 3\nprint(mine_{tag})"),
+                _fence(f"print(mine_{tag})\nprint('mine_{other}' in dir())\nprint(context)"),
+                f'FINAL("done {tag}")',
+            ]
+        )
 
         def reply(model: str, messages: list[Any]) -> str:
             if len(messages) > 2:  # a worker exists now: note it, while the other run holds one too

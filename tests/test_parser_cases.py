@@ -40,18 +40,24 @@ def test_generation_is_deterministic_and_prefix_stable() -> None:
     assert len(full) == 6000
     assert generate_parser_cases(250) == full[:250]
     assert generate_parser_cases(5, seed=1) != full[:5]
-    assert [case["id"] for case in full[:3]] == ["parser.gen.00001", "parser.gen.00002",
-                                                 "parser.gen.00003"]
+    assert [case["id"] for case in full[:3]] == ["parser.gen.00001", "parser.gen.00002", "parser.gen.00003"]
 
 
 def test_same_corpus_in_another_interpreter_process() -> None:
     """Hash randomisation and interpreter state must not leak into the cases."""
-    code = ("import hashlib, json; from rlm_compat.conformance.parser_cases import "
-            "generate_parser_cases as g; print(hashlib.sha256(json.dumps(g(), ensure_ascii=True, "
-            "sort_keys=True, separators=(',', ':')).encode()).hexdigest())")
+    code = (
+        "import hashlib, json; from rlm_compat.conformance.parser_cases import "
+        "generate_parser_cases as g; print(hashlib.sha256(json.dumps(g(), ensure_ascii=True, "
+        "sort_keys=True, separators=(',', ':')).encode()).hexdigest())"
+    )
     for seed in ("0", "12345"):
-        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                             env={"PYTHONHASHSEED": seed, "PYTHONPATH": _ROOT}, check=True)
+        out = subprocess.run(
+            [sys.executable, "-c", code],
+            capture_output=True,
+            text=True,
+            env={"PYTHONHASHSEED": seed, "PYTHONPATH": _ROOT},
+            check=True,
+        )
         assert out.stdout.strip() == _digest(generate_parser_cases())
 
 
@@ -65,17 +71,29 @@ def test_cases_are_well_formed_json() -> None:
         assert isinstance(case["response"], str)
         for name, value in case["env"].items():
             assert isinstance(name, str)
-            assert value is None or isinstance(value, (str, int)) or (
-                isinstance(value, list) and all(isinstance(v, str) for v in value))
+            assert (
+                value is None
+                or isinstance(value, (str, int))
+                or (isinstance(value, list) and all(isinstance(v, str) for v in value))
+            )
         assert json.loads(json.dumps(case, ensure_ascii=False)) == case
 
 
 def test_edge_cases_cover_the_quirks() -> None:
     assert len(EDGE_CASES) >= 60
     names = {case["id"].removeprefix("parser.edge.") for case in EDGE_CASES}
-    for required in ("greedy_triple", "space_before_paren", "escaped_double_quote",
-                     "final_var_missing", "final_var_present", "final_var_hyphen",
-                     "final_var_then_final", "empty", "unicode_answer", "bytes_literal"):
+    for required in (
+        "greedy_triple",
+        "space_before_paren",
+        "escaped_double_quote",
+        "final_var_missing",
+        "final_var_present",
+        "final_var_hyphen",
+        "final_var_then_final",
+        "empty",
+        "unicode_answer",
+        "bytes_literal",
+    ):
         assert required in names
     copy = edge_cases()
     copy[0]["env"]["mutated"] = 1
@@ -92,7 +110,9 @@ def test_corpus_exercises_every_outcome() -> None:
         seen["extract_final_var"] += var is not None
         seen["is_final"] += parser.is_final(text)
         seen["final_but_no_answer"] += parser.is_final(text) and parser.parse_response(text, env) is None
-        seen["answer_but_not_final"] += (not parser.is_final(text)) and parser.parse_response(text, env) is not None
+        seen["answer_but_not_final"] += (not parser.is_final(text)) and parser.parse_response(
+            text, env
+        ) is not None
         resolved = parser.resolve_final(text, env)
         seen["fixed_answer"] += resolved.answer is not None
         seen["fixed_feedback"] += resolved.feedback is not None

@@ -18,9 +18,12 @@ from rlm_compat.parser import FinalResolution, find_directive, is_final_fixed, r
 _MANY = settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 # Prose that cannot itself open a fence or start a directive line.
-prose = st.text(max_size=40).map(lambda t: t.replace("`", "'").replace("~", "-")).filter(
-    lambda t: not any(line.lstrip().startswith("FINAL")
-                      for line in t.replace("\r", "\n").split("\n"))
+prose = (
+    st.text(max_size=40)
+    .map(lambda t: t.replace("`", "'").replace("~", "-"))
+    .filter(
+        lambda t: not any(line.lstrip().startswith("FINAL") for line in t.replace("\r", "\n").split("\n"))
+    )
 )
 envs = st.dictionaries(st.sampled_from(NAMES), env_values, max_size=5)
 
@@ -48,7 +51,9 @@ def string_literals(draw: st.DrawFn) -> str:
         quote = draw(st.sampled_from(['"', "'", '"""', "'''"]))
         body = draw(st.text(max_size=12) | st.sampled_from(["\\n", "\\", "\\x4", "\\N{BULLET}", "\\u00e9"]))
         parts.append(prefix + quote + body + quote)
-    joiners = draw(st.lists(st.sampled_from(["", " ", "\n", " \\\n"]), min_size=len(parts), max_size=len(parts)))
+    joiners = draw(
+        st.lists(st.sampled_from(["", " ", "\n", " \\\n"]), min_size=len(parts), max_size=len(parts))
+    )
     return "".join(p + j for p, j in zip(parts, joiners, strict=True)).rstrip("\\\n ")
 
 
@@ -116,10 +121,13 @@ def test_never_raises_and_is_final_agrees(text: str, env: dict[str, Any]) -> Non
 
 
 @_MANY
-@given(final_heavy_text, envs, st.text(max_size=30),
-       st.sampled_from(["FINAL('x')", "FINAL_VAR(answer)", "FINAL(x)", "```\nFINAL(1)"]))
-def test_first_complete_directive_wins(text: str, env: dict[str, Any], tail: str,
-                                       last: str) -> None:
+@given(
+    final_heavy_text,
+    envs,
+    st.text(max_size=30),
+    st.sampled_from(["FINAL('x')", "FINAL_VAR(answer)", "FINAL(x)", "```\nFINAL(1)"]),
+)
+def test_first_complete_directive_wins(text: str, env: dict[str, Any], tail: str, last: str) -> None:
     """Once a directive is complete, nothing after it changes the outcome."""
     text = f"{text}\n{last}"
     directive = find_directive(text)
@@ -169,8 +177,13 @@ def test_missing_variable_error_shares_the_wording(name: str, env: dict[str, Any
 
 
 @_MANY
-@given(identifiers, env_values, st.sampled_from(["FINAL_VAR({})", "FINAL_VAR({!r})", "FINAL({})",
-                                                  "FINAL_VAR( {} )", "FINAL_VAR(\n{}\n)"]))
+@given(
+    identifiers,
+    env_values,
+    st.sampled_from(
+        ["FINAL_VAR({})", "FINAL_VAR({!r})", "FINAL({})", "FINAL_VAR( {} )", "FINAL_VAR(\n{}\n)"]
+    ),
+)
 def test_present_variable_resolves_to_its_str(name: str, value: Any, form: str) -> None:
     assert resolve_final(form.format(name), {name: value}).answer == str(value)
 
@@ -178,8 +191,17 @@ def test_present_variable_resolves_to_its_str(name: str, value: Any, form: str) 
 def test_variables_listed_are_user_data_only() -> None:
     import re
 
-    env = {"answer": 1, "chunks": [], "context": "c", "query": "q", "re": re, "_print": 1,
-           "recursive_llm": print, "FINAL": print, "helper": lambda: 1}
+    env = {
+        "answer": 1,
+        "chunks": [],
+        "context": "c",
+        "query": "q",
+        "re": re,
+        "_print": 1,
+        "recursive_llm": print,
+        "FINAL": print,
+        "helper": lambda: 1,
+    }
     assert parser.user_variables(env) == ["answer", "chunks", "context", "query"]
     assert str(parser.missing_variable_error("answr", env)) == (
         "FINAL_VAR('answr'): no variable named 'answr'. Variables: answer, chunks, context, query"
@@ -201,8 +223,10 @@ def test_long_variable_lists_are_capped() -> None:
 
 
 @_MANY
-@given(st.text(alphabet=st.characters(blacklist_characters="\r\n`~"), min_size=1, max_size=20),
-       st.text(max_size=10))
+@given(
+    st.text(alphabet=st.characters(blacklist_characters="\r\n`~"), min_size=1, max_size=20),
+    st.text(max_size=10),
+)
 def test_mid_line_prose_never_counts(prefix: str, value: str) -> None:
     assume(not prefix.startswith("FINAL"))
     assert resolve_final(f"{prefix}FINAL({value!r})", {}) == FinalResolution(None, None)
@@ -212,18 +236,40 @@ def test_mid_line_prose_never_counts(prefix: str, value: str) -> None:
 @given(st.text(max_size=10))
 def test_strings_comments_and_nested_statements_in_code_never_count(value: str) -> None:
     directive = f"FINAL({value!r})"
-    for body in (f"print({directive!r})", f"# {directive}", f"if x:\n    {directive}",
-                 f"def f():\n    {directive}", f"if x: {directive}", f"y = 1; {directive}",
-                 f"s = '''\n{directive}\n'''", f"x = [\n{directive}]"):
+    for body in (
+        f"print({directive!r})",
+        f"# {directive}",
+        f"if x:\n    {directive}",
+        f"def f():\n    {directive}",
+        f"if x: {directive}",
+        f"y = 1; {directive}",
+        f"s = '''\n{directive}\n'''",
+        f"x = [\n{directive}]",
+    ):
         assert resolve_final(f"```python\n{body}\n```", {"x": 1}) == FinalResolution(None, None)
 
 
 _CODE_LINES = [
-    "x = 1", 'FINAL("top")', "FINAL_VAR(x)", "FINAL (\n  'multi'\n)", "if x:\n    FINAL('in if')",
-    "def f():\n    FINAL('in def')", 's = """\nFINAL("in string")\n"""', "# FINAL('comment')",
-    "print(\"FINAL('p')\")", "y = [\n    1,\n]", "z = (1 +\n     2)", "x = 1; FINAL('after semicolon')",
-    "FINAL('a') if x else None", "FINAL_VAR('x').upper()", '"""doc\n```\n"""', "t = '''\n'''",
-    "w = {'k': (\n1)}", "v = 1 + \\\n    2", "FINAL(r'raw\\n')", "FINAL('#not a comment')",
+    "x = 1",
+    'FINAL("top")',
+    "FINAL_VAR(x)",
+    "FINAL (\n  'multi'\n)",
+    "if x:\n    FINAL('in if')",
+    "def f():\n    FINAL('in def')",
+    's = """\nFINAL("in string")\n"""',
+    "# FINAL('comment')",
+    "print(\"FINAL('p')\")",
+    "y = [\n    1,\n]",
+    "z = (1 +\n     2)",
+    "x = 1; FINAL('after semicolon')",
+    "FINAL('a') if x else None",
+    "FINAL_VAR('x').upper()",
+    '"""doc\n```\n"""',
+    "t = '''\n'''",
+    "w = {'k': (\n1)}",
+    "v = 1 + \\\n    2",
+    "FINAL(r'raw\\n')",
+    "FINAL('#not a comment')",
 ]
 
 
@@ -235,9 +281,14 @@ def test_code_blocks_agree_with_pythons_parser(lines: list[str]) -> None:
     tree = ast.parse(code)
     expected = None
     for statement in tree.body:
-        calls = [node for node in ast.walk(statement) if isinstance(node, ast.Call)
-                 and isinstance(node.func, ast.Name) and node.func.id in ("FINAL", "FINAL_VAR")
-                 and (node.lineno, node.col_offset) == (statement.lineno, 0)]
+        calls = [
+            node
+            for node in ast.walk(statement)
+            if isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Name)
+            and node.func.id in ("FINAL", "FINAL_VAR")
+            and (node.lineno, node.col_offset) == (statement.lineno, 0)
+        ]
         if calls:
             expected = ast.get_source_segment(code, calls[0])
             break
@@ -303,7 +354,7 @@ RULES = [
     ('FINAL("unclosed', {}, None, "never closed"),
     ('FINAL("x"', {}, None, "never closed"),
     ('FINAL("""never closed', {}, None, "line 1 is never closed"),
-    ('text\n```python\nFINAL_VAR(\n```', {}, None, "FINAL_VAR( on line 3"),
+    ("text\n```python\nFINAL_VAR(\n```", {}, None, "FINAL_VAR( on line 3"),
     ('FINAL("\\N{nope}")', {}, None, "not valid Python"),
     ("FINAL(" + "1+" * 6000 + "1)", {}, None, "too long"),
     ("FINAL(1" + "0" * 5000 + ")", {}, None, "not valid Python"),
@@ -311,8 +362,9 @@ RULES = [
 
 
 @pytest.mark.parametrize(("response", "env", "answer", "feedback"), RULES)
-def test_documented_rules(response: str, env: dict[str, Any], answer: str | None,
-                          feedback: str | None) -> None:
+def test_documented_rules(
+    response: str, env: dict[str, Any], answer: str | None, feedback: str | None
+) -> None:
     result = resolve_final(response, env)
     assert result.answer == answer
     if feedback is None:

@@ -55,15 +55,19 @@ def test_corpus_matches_upstream(upstream: ModuleType) -> None:
     cases = all_parser_cases()
     assert len(cases) >= 6000
     mismatches = [
-        case["id"] for case in cases
+        case["id"]
+        for case in cases
         if _outcomes(parser, case["response"], case["env"])
         != _outcomes(upstream, case["response"], case["env"])
     ]
     assert not mismatches, f"{len(mismatches)} cases differ, first: {mismatches[:10]}"
 
 
-@settings(max_examples=1500, deadline=None, suppress_health_check=[HealthCheck.too_slow,
-                                                                    HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=1500,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+)
 @given(st.one_of(text_and_env(), st.tuples(final_heavy_text, st.just({"answer": "A", "x": 1}))))
 def test_hypothesis_matches_upstream(upstream: ModuleType, case: tuple[str, dict[str, Any]]) -> None:
     text, env = case

@@ -37,15 +37,20 @@ def test_all_four_functions_match_the_model(case: tuple[str, dict[str, Any]]) ->
 
 
 @_MANY
-@given(st.lists(st.sampled_from(['"""', "'''", '"', "'", "FINAL(", "FINAL (", "x", "\n", " "]),
-                max_size=16).map("".join))
+@given(
+    st.lists(st.sampled_from(['"""', "'''", '"', "'", "FINAL(", "FINAL (", "x", "\n", " "]), max_size=16).map(
+        "".join
+    )
+)
 def test_quote_forms_and_greediness_match_the_model(text: str) -> None:
     assert parser.extract_final(text) == model_extract_final(text)
 
 
 @_MANY
-@given(st.lists(st.one_of(final_var_like, st.sampled_from(FRAGMENTS)), max_size=5).map("".join),
-       st.dictionaries(st.sampled_from([*NAMES, "1", "my"]), st.integers(), max_size=4))
+@given(
+    st.lists(st.one_of(final_var_like, st.sampled_from(FRAGMENTS)), max_size=5).map("".join),
+    st.dictionaries(st.sampled_from([*NAMES, "1", "my"]), st.integers(), max_size=4),
+)
 def test_final_var_matches_the_model(text: str, env: dict[str, Any]) -> None:
     assert parser.extract_final_var(text, env) == model_extract_final_var(text, env)
     assert parser.parse_response(text, env) == model_parse_response(text, env)
@@ -55,8 +60,11 @@ def test_final_var_matches_the_model(text: str, env: dict[str, Any]) -> None:
 @given(final_heavy_text, st.text(max_size=8))
 def test_result_types(text: str, value: str) -> None:
     env = {"answer": value, "x": 3}
-    for result in (parser.extract_final(text), parser.extract_final_var(text, env),
-                   parser.parse_response(text, env)):
+    for result in (
+        parser.extract_final(text),
+        parser.extract_final_var(text, env),
+        parser.parse_response(text, env),
+    ):
         assert result is None or type(result) is str
     assert type(parser.is_final(text)) is bool
 
@@ -93,7 +101,6 @@ def test_model_character_classes_equal_re_classes() -> None:
         ("FINAL(answer)", {"answer": "A"}, None, True),
     ],
 )
-def test_documented_quirks(response: str, env: dict[str, Any], extracted: str | None,
-                           final: bool) -> None:
+def test_documented_quirks(response: str, env: dict[str, Any], extracted: str | None, final: bool) -> None:
     assert parser.parse_response(response, env) == extracted
     assert parser.is_final(response) is final

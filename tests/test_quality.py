@@ -16,13 +16,26 @@ def _run(*command: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(command, cwd=ROOT, capture_output=True, text=True)
 
 
-@pytest.mark.skipif(shutil.which("ruff") is None and not Path(sys.executable).with_name("ruff").exists(),
-                    reason="ruff is not installed (pip install -e '.[test]')")
+@pytest.mark.skipif(
+    shutil.which("ruff") is None and not Path(sys.executable).with_name("ruff").exists(),
+    reason="ruff is not installed (pip install -e '.[test]')",
+)
 def test_ruff_clean() -> None:
     ruff = shutil.which("ruff") or str(Path(sys.executable).with_name("ruff"))
     paths = [p for p in ("rlm_compat", "tests", "benchmarks", "scripts") if (ROOT / p).exists()]
     result = _run(ruff, "check", *paths)
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+@pytest.mark.skipif(
+    shutil.which("ruff") is None and not Path(sys.executable).with_name("ruff").exists(),
+    reason="ruff is not installed (pip install -e '.[test]')",
+)
+def test_ruff_format_clean() -> None:
+    ruff = shutil.which("ruff") or str(Path(sys.executable).with_name("ruff"))
+    paths = [p for p in ("rlm_compat", "tests", "benchmarks", "scripts", "noxfile.py") if (ROOT / p).exists()]
+    result = _run(ruff, "format", "--check", *paths)
+    assert result.returncode == 0, "run `ruff format` on:\n" + result.stdout + result.stderr
 
 
 def test_mypy_strict_clean() -> None:

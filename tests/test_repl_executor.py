@@ -232,8 +232,7 @@ def test_fixed_compile_errors_are_readable() -> None:
     err = error_of("a = 1\n_b = 2")
     assert isinstance(err, REPLSecurityError)
     assert str(err) == (
-        'Execution error: SecurityError: "_b" is an invalid variable name because it starts '
-        'with "_" (line 2)'
+        'Execution error: SecurityError: "_b" is an invalid variable name because it starts with "_" (line 2)'
     )
 
 
@@ -247,11 +246,16 @@ def test_fixed_empty_message_shows_the_type_alone() -> None:
         ("raise ValueError()", "Execution error: "),
         ("d = {}\nd['a']", "Execution error: 'a'"),
         ("1/0", "Execution error: division by zero"),
-        ("def f(:", "Execution error: Compilation error: Line 1: SyntaxError: invalid syntax at "
-                    "statement: 'def f(:'"),
-        ("_a = 1\n_b = 2", 'Execution error: Compilation error: Line 1: "_a" is an invalid '
-                           'variable name because it starts with "_", Line 2: "_b" is an invalid '
-                           'variable name because it starts with "_"'),
+        (
+            "def f(:",
+            "Execution error: Compilation error: Line 1: SyntaxError: invalid syntax at statement: 'def f(:'",
+        ),
+        (
+            "_a = 1\n_b = 2",
+            'Execution error: Compilation error: Line 1: "_a" is an invalid '
+            'variable name because it starts with "_", Line 2: "_b" is an invalid '
+            'variable name because it starts with "_"',
+        ),
     ],
 )
 def test_upstream_error_texts(code: str, text: str) -> None:

@@ -55,15 +55,32 @@ def _examples(n: int) -> settings:
 class _Scope:
     """Names defined so far, by kind; kinds never change, so every expression stays well typed."""
 
-    names: dict[str, list[str]] = field(default_factory=lambda: {
-        "int": [], "str": [], "list": [], "dict": [], "set": [], "fn": [], "proc": [], "bump": [],
-    })
+    names: dict[str, list[str]] = field(
+        default_factory=lambda: {
+            "int": [],
+            "str": [],
+            "list": [],
+            "dict": [],
+            "set": [],
+            "fn": [],
+            "proc": [],
+            "bump": [],
+        }
+    )
     counter: int = 0
 
     def fresh(self, kind: str) -> str:
         self.counter += 1
-        prefix = {"int": "n", "str": "s", "list": "xs", "dict": "d", "set": "st", "fn": "f",
-                  "proc": "p", "bump": "bump"}[kind]
+        prefix = {
+            "int": "n",
+            "str": "s",
+            "list": "xs",
+            "dict": "d",
+            "set": "st",
+            "fn": "f",
+            "proc": "p",
+            "bump": "bump",
+        }[kind]
         return f"{prefix}{self.counter}"
 
     def add(self, kind: str, name: str) -> None:
@@ -81,11 +98,26 @@ def _int_expr(draw: st.DrawFn, sc: _Scope) -> str:
     xs = draw(st.sampled_from(sc.names["list"]))
     d = draw(st.sampled_from(sc.names["dict"]))
     options = [
-        str(draw(st.integers(-20, 20))), x, f"{x} + {y}", f"{x} - {y}", f"({x} * {y}) % 1000",
-        f"len({s})", f"len({xs})", f"sum({xs})", f"max({x}, {y})", f"abs({x})", f"{x} // 3",
-        f"{x} % 7", f"{xs}[{y} % len({xs})]", f"{d}.get('k', 0)", f"len({d})",
-        f"({x} if {x} > {y} else {y})", f"{s}.count('a')", f"{s}.find('b')",
-        f"sum(v + {x} for v in {xs})", f"len([c for c in {s} if c != {s}[:1]])",
+        str(draw(st.integers(-20, 20))),
+        x,
+        f"{x} + {y}",
+        f"{x} - {y}",
+        f"({x} * {y}) % 1000",
+        f"len({s})",
+        f"len({xs})",
+        f"sum({xs})",
+        f"max({x}, {y})",
+        f"abs({x})",
+        f"{x} // 3",
+        f"{x} % 7",
+        f"{xs}[{y} % len({xs})]",
+        f"{d}.get('k', 0)",
+        f"len({d})",
+        f"({x} if {x} > {y} else {y})",
+        f"{s}.count('a')",
+        f"{s}.find('b')",
+        f"sum(v + {x} for v in {xs})",
+        f"len([c for c in {s} if c != {s}[:1]])",
     ]
     if sc.names["fn"]:
         fn = draw(st.sampled_from(sc.names["fn"]))
@@ -99,11 +131,26 @@ def _str_expr(draw: st.DrawFn, sc: _Scope) -> str:
     x = draw(st.sampled_from(sc.names["int"]))
     xs = draw(st.sampled_from(sc.names["list"]))
     options = [
-        repr(draw(_WORDS)), s, f"({s} + {t})[:40]", f"{s}.upper()", f"{s}.lower()",
-        f"{s}.replace('a', 'b')", f"{s}[:3]", f"{s}[1:]", f"{s}[::-1]", f"str({x})",
-        f"'-'.join({s}.split())", f"f'{{{x}}}-{{{s}!r}}'", f"'{{}} {{}}'.format({x}, {s})",
-        f"'{{n}}/{{w}}'.format(n={x}, w={t})", f"{s}.strip()", f"({s}[:4]) * 2", f"{s}.title()",
-        f"{s}.center(7, '*')", f"'%s:%d' % ({s}, {x})", f"str({xs}[-3:])",
+        repr(draw(_WORDS)),
+        s,
+        f"({s} + {t})[:40]",
+        f"{s}.upper()",
+        f"{s}.lower()",
+        f"{s}.replace('a', 'b')",
+        f"{s}[:3]",
+        f"{s}[1:]",
+        f"{s}[::-1]",
+        f"str({x})",
+        f"'-'.join({s}.split())",
+        f"f'{{{x}}}-{{{s}!r}}'",
+        f"'{{}} {{}}'.format({x}, {s})",
+        f"'{{n}}/{{w}}'.format(n={x}, w={t})",
+        f"{s}.strip()",
+        f"({s}[:4]) * 2",
+        f"{s}.title()",
+        f"{s}.center(7, '*')",
+        f"'%s:%d' % ({s}, {x})",
+        f"str({xs}[-3:])",
         f"''.join(c for c in {s} if c not in {t})",
     ]
     return draw(st.sampled_from(options))
@@ -117,11 +164,19 @@ def _list_expr(draw: st.DrawFn, sc: _Scope) -> str:
     st_ = draw(st.sampled_from(sc.names["set"]))
     literal = repr(draw(st.lists(st.integers(-9, 9), min_size=1, max_size=4)))
     options = [
-        literal, f"({xs} + [{x}])[-10:]", f"sorted({xs})", f"{xs}[::-1]", f"[v * 2 for v in {xs}]",
-        f"[v + {x} for v in {xs}]", f"[v for v in {xs} if v > {x}] + [{x}]",
-        f"list(range({draw(st.integers(1, 5))}))", f"[{xs}[i] for i in range(len({xs}))]",
-        f"[len(w) for w in {s}.split()] + [0]", f"sorted({st_}) + [0]",
-        f"[a * b for a, b in zip({xs}, {xs}[1:] + [{x}])]", f"({xs}[:3]) * 2",
+        literal,
+        f"({xs} + [{x}])[-10:]",
+        f"sorted({xs})",
+        f"{xs}[::-1]",
+        f"[v * 2 for v in {xs}]",
+        f"[v + {x} for v in {xs}]",
+        f"[v for v in {xs} if v > {x}] + [{x}]",
+        f"list(range({draw(st.integers(1, 5))}))",
+        f"[{xs}[i] for i in range(len({xs}))]",
+        f"[len(w) for w in {s}.split()] + [0]",
+        f"sorted({st_}) + [0]",
+        f"[a * b for a, b in zip({xs}, {xs}[1:] + [{x}])]",
+        f"({xs}[:3]) * 2",
         f"[{x}] * 2 + {xs}[-2:]",
     ]
     if sc.names["fn"]:
@@ -136,8 +191,10 @@ def _dict_expr(draw: st.DrawFn, sc: _Scope) -> str:
     xs = draw(st.sampled_from(sc.names["list"]))
     d = draw(st.sampled_from(sc.names["dict"]))
     options = [
-        f"{{'k': {x}, 'j': {y}}}", f"{{str(v): v + {x} for v in {xs}}}",
-        f"dict(zip(['a', 'b'], {xs}))", f"{{**{d}, 'z': {x}}}",
+        f"{{'k': {x}, 'j': {y}}}",
+        f"{{str(v): v + {x} for v in {xs}}}",
+        f"dict(zip(['a', 'b'], {xs}))",
+        f"{{**{d}, 'z': {x}}}",
         f"{{k: v for k, v in {d}.items() if v != {x}}}",
     ]
     return draw(st.sampled_from(options))
@@ -149,15 +206,17 @@ def _set_expr(draw: st.DrawFn, sc: _Scope) -> str:
     xs = draw(st.sampled_from(sc.names["list"]))
     st_ = draw(st.sampled_from(sc.names["set"]))
     options = [
-        f"{{v % 5 for v in {xs}}}", f"set({xs})", f"{st_} | {{v for v in {xs}}}",
+        f"{{v % 5 for v in {xs}}}",
+        f"set({xs})",
+        f"{st_} | {{v for v in {xs}}}",
         f"{{(v + {x}) % 7 for v in {xs} if v != {y}}}",
-        f"{st_} & set({xs})", f"{{{x}, {y}}}",
+        f"{st_} & set({xs})",
+        f"{{{x}, {y}}}",
     ]
     return draw(st.sampled_from(options))
 
 
-_EXPRS = {"int": _int_expr, "str": _str_expr, "list": _list_expr, "dict": _dict_expr,
-          "set": _set_expr}
+_EXPRS = {"int": _int_expr, "str": _str_expr, "list": _list_expr, "dict": _dict_expr, "set": _set_expr}
 
 
 def _target(draw: st.DrawFn, sc: _Scope, kind: str) -> str:
@@ -174,12 +233,39 @@ def _statement(draw: st.DrawFn, sc: _Scope) -> str:
     def pick(kind: str) -> str:
         return draw(st.sampled_from(sc.names[kind]))
 
-    rule = draw(st.sampled_from([
-        "assign", "assign", "assign", "swap", "starred", "nested", "aug", "item", "slice",
-        "del_slice", "dict_update", "dict_item", "append", "sort", "set_add", "def_fn",
-        "def_rec", "lambda", "def_proc", "def_bump", "call", "call", "print", "print_sep", "print_f",
-        "for", "walrus",
-    ]))
+    rule = draw(
+        st.sampled_from(
+            [
+                "assign",
+                "assign",
+                "assign",
+                "swap",
+                "starred",
+                "nested",
+                "aug",
+                "item",
+                "slice",
+                "del_slice",
+                "dict_update",
+                "dict_item",
+                "append",
+                "sort",
+                "set_add",
+                "def_fn",
+                "def_rec",
+                "lambda",
+                "def_proc",
+                "def_bump",
+                "call",
+                "call",
+                "print",
+                "print_sep",
+                "print_f",
+                "for",
+                "walrus",
+            ]
+        )
+    )
     if rule == "assign":
         kind = draw(st.sampled_from(list(_EXPRS)))
         value = draw(_EXPRS[kind](sc))
@@ -195,14 +281,20 @@ def _statement(draw: st.DrawFn, sc: _Scope) -> str:
         a, b, c = _target(draw, sc, "int"), _target(draw, sc, "int"), _target(draw, sc, "str")
         return f"({a}, {b}), {c} = {rhs}"
     if rule == "aug":
-        return draw(st.sampled_from([
-            f"{pick('int')} += {draw(_int_expr(sc))}", f"{pick('int')} -= 1",
-            f"{pick('int')} *= 2", f"{pick('str')} += {pick('str')}[:2]",
-            f"{pick('list')} += [{pick('int')}]",
-            f"{pick('dict')}['k'] = {pick('dict')}.get('k', 0) + 1",
-            f"{(xs := pick('list'))}[{pick('int')} % len({xs})] += {pick('int')}",
-            f"{(d := pick('dict'))}.setdefault('c', 0)\n{d}['c'] += 1",
-        ]))
+        return draw(
+            st.sampled_from(
+                [
+                    f"{pick('int')} += {draw(_int_expr(sc))}",
+                    f"{pick('int')} -= 1",
+                    f"{pick('int')} *= 2",
+                    f"{pick('str')} += {pick('str')}[:2]",
+                    f"{pick('list')} += [{pick('int')}]",
+                    f"{pick('dict')}['k'] = {pick('dict')}.get('k', 0) + 1",
+                    f"{(xs := pick('list'))}[{pick('int')} % len({xs})] += {pick('int')}",
+                    f"{(d := pick('dict'))}.setdefault('c', 0)\n{d}['c'] += 1",
+                ]
+            )
+        )
     if rule == "item":
         xs = pick("list")
         return f"{xs}[{pick('int')} % len({xs})] = {draw(_int_expr(sc))}"
@@ -349,8 +441,7 @@ def shown(text: str, max_chars: int) -> str:
 
 
 def _user_vars(ns: dict[str, Any], provided: frozenset[str] = frozenset()) -> dict[str, Any]:
-    return {k: v for k, v in ns.items()
-            if not k.startswith("__") and k not in INJECTED and k not in provided}
+    return {k: v for k, v in ns.items() if not k.startswith("__") and k not in INJECTED and k not in provided}
 
 
 def _comparable(value: Any) -> Any:
@@ -388,14 +479,94 @@ def test_fixed_matches_plain_exec(fixed: REPLExecutor, steps: list[str]) -> None
 
 
 _TOKENS = (
-    "```python\n", "```\n", "```repl\n", "```py\n", "\n", "    ", "\t", "def ", "f(", "x", "y",
-    "print(", ")", "(", ":", " = ", "=", "+=", "1", "0", "'", '"', "\\", "{", "}", "[", "]",
-    "**", "__", "_", "import ", "from ", "re", "os", "lambda", "yield", "await ", "async ",
-    "class ", "return ", "global ", "nonlocal ", "try:", "except", "finally:", "raise ",
-    "SystemExit", "KeyboardInterrupt", "GeneratorExit", "exit()", "FINAL(", "FINAL_VAR(", "#",
-    "@", "del ", "for ", " in ", "if ", "else", ",", ".", "...", "getattr", "__class__",
-    "format", "context", "\x00", "\r", "\ufeff", "é", "match ", "case ", "*", ";", "->", "%",
-    "f'{", "}'", "`", "with ", "as ", "assert ", "not ", "is ", "None", "True", ":=", "|",
+    "```python\n",
+    "```\n",
+    "```repl\n",
+    "```py\n",
+    "\n",
+    "    ",
+    "\t",
+    "def ",
+    "f(",
+    "x",
+    "y",
+    "print(",
+    ")",
+    "(",
+    ":",
+    " = ",
+    "=",
+    "+=",
+    "1",
+    "0",
+    "'",
+    '"',
+    "\\",
+    "{",
+    "}",
+    "[",
+    "]",
+    "**",
+    "__",
+    "_",
+    "import ",
+    "from ",
+    "re",
+    "os",
+    "lambda",
+    "yield",
+    "await ",
+    "async ",
+    "class ",
+    "return ",
+    "global ",
+    "nonlocal ",
+    "try:",
+    "except",
+    "finally:",
+    "raise ",
+    "SystemExit",
+    "KeyboardInterrupt",
+    "GeneratorExit",
+    "exit()",
+    "FINAL(",
+    "FINAL_VAR(",
+    "#",
+    "@",
+    "del ",
+    "for ",
+    " in ",
+    "if ",
+    "else",
+    ",",
+    ".",
+    "...",
+    "getattr",
+    "__class__",
+    "format",
+    "context",
+    "\x00",
+    "\r",
+    "\ufeff",
+    "é",
+    "match ",
+    "case ",
+    "*",
+    ";",
+    "->",
+    "%",
+    "f'{",
+    "}'",
+    "`",
+    "with ",
+    "as ",
+    "assert ",
+    "not ",
+    "is ",
+    "None",
+    "True",
+    ":=",
+    "|",
 )
 
 arbitrary_text = st.one_of(
@@ -462,21 +633,38 @@ def test_output_is_capped(profile: str, code: str, limit: int) -> None:
 
 
 _FAILURES = (
-    "1 / 0", "undefined_name_xyz + 1", "[][1]", "{}['missing']", "raise ValueError('boom')",
-    "def (:", "import os", "getattr(1, '__cl' + 'ass__')", "x = (1).__class__",
-    "big = 10 ** 10 ** 10", "int('x')", "assert False, 'no'", "'a' + 1", "open('f.txt')",
-    "n_new = 5\n1 / 0", "q_new = [1]\nq_new[5]",
+    "1 / 0",
+    "undefined_name_xyz + 1",
+    "[][1]",
+    "{}['missing']",
+    "raise ValueError('boom')",
+    "def (:",
+    "import os",
+    "getattr(1, '__cl' + 'ass__')",
+    "x = (1).__class__",
+    "big = 10 ** 10 ** 10",
+    "int('x')",
+    "assert False, 'no'",
+    "'a' + 1",
+    "open('f.txt')",
+    "n_new = 5\n1 / 0",
+    "q_new = [1]\nq_new[5]",
 )
 
 
 @st.composite
 def _simple_state(draw: st.DrawFn) -> str:
     values = st.one_of(
-        st.integers(-10**6, 10**6), _WORDS, st.lists(st.integers(-9, 9), max_size=4),
+        st.integers(-(10**6), 10**6),
+        _WORDS,
+        st.lists(st.integers(-9, 9), max_size=4),
         st.dictionaries(_WORDS, st.integers(0, 9), max_size=3),
     )
-    names = draw(st.lists(st.sampled_from(["a", "b", "c", "s", "t", "xs", "d", "k"]),
-                          min_size=1, max_size=5, unique=True))
+    names = draw(
+        st.lists(
+            st.sampled_from(["a", "b", "c", "s", "t", "xs", "d", "k"]), min_size=1, max_size=5, unique=True
+        )
+    )
     return "\n".join(f"{n} = {draw(values)!r}" for n in names)
 
 

@@ -14,25 +14,55 @@ PY312 = sys.version_info >= (3, 12)
 
 # (code run after `context = "abcdefghij"`, output in fixed, upstream error or output)
 CASES = [
-    ("list_comprehension", "print([context[i:i+3] for i in range(0, 9, 3)])",
-     "['abc', 'def', 'ghi']",
-     "['abc', 'def', 'ghi']" if PY312 else "Execution error: name 'context' is not defined"),
-    ("set_comprehension", "print(len({context[i] for i in range(3)}))", "3",
-     "3" if PY312 else "Execution error: name 'context' is not defined"),
-    ("dict_comprehension", "print({i: context[i] for i in range(2)})", "{0: 'a', 1: 'b'}",
-     "{0: 'a', 1: 'b'}" if PY312 else "Execution error: name 'context' is not defined"),
-    ("generator_body", "print(sum(1 for i in range(3) if context[i] == 'a'))", "1",
-     "Execution error: name 'context' is not defined"),
-    ("lambda", "f = lambda: context[:2]\nprint(f())", "ab",
-     "Execution error: name 'context' is not defined"),
-    ("function_reads_top_level", "def f():\n    return context[-1]\nprint(f())", "j",
-     "Execution error: name 'context' is not defined"),
-    ("recursion", "def fib(n):\n    return n if n < 2 else fib(n - 1) + fib(n - 2)\nprint(fib(12))",
-     "144", "Execution error: name 'fib' is not defined"),
-    ("nested_function", "def outer():\n    def inner():\n        return len(context)\n"
-     "    return inner()\nprint(outer())", "10", "Execution error: name 'context' is not defined"),
-    ("global_statement", "def bump():\n    global counter\n    counter = 7\nbump()\nprint(counter)",
-     "7", "7"),
+    (
+        "list_comprehension",
+        "print([context[i:i+3] for i in range(0, 9, 3)])",
+        "['abc', 'def', 'ghi']",
+        "['abc', 'def', 'ghi']" if PY312 else "Execution error: name 'context' is not defined",
+    ),
+    (
+        "set_comprehension",
+        "print(len({context[i] for i in range(3)}))",
+        "3",
+        "3" if PY312 else "Execution error: name 'context' is not defined",
+    ),
+    (
+        "dict_comprehension",
+        "print({i: context[i] for i in range(2)})",
+        "{0: 'a', 1: 'b'}",
+        "{0: 'a', 1: 'b'}" if PY312 else "Execution error: name 'context' is not defined",
+    ),
+    (
+        "generator_body",
+        "print(sum(1 for i in range(3) if context[i] == 'a'))",
+        "1",
+        "Execution error: name 'context' is not defined",
+    ),
+    ("lambda", "f = lambda: context[:2]\nprint(f())", "ab", "Execution error: name 'context' is not defined"),
+    (
+        "function_reads_top_level",
+        "def f():\n    return context[-1]\nprint(f())",
+        "j",
+        "Execution error: name 'context' is not defined",
+    ),
+    (
+        "recursion",
+        "def fib(n):\n    return n if n < 2 else fib(n - 1) + fib(n - 2)\nprint(fib(12))",
+        "144",
+        "Execution error: name 'fib' is not defined",
+    ),
+    (
+        "nested_function",
+        "def outer():\n    def inner():\n        return len(context)\n    return inner()\nprint(outer())",
+        "10",
+        "Execution error: name 'context' is not defined",
+    ),
+    (
+        "global_statement",
+        "def bump():\n    global counter\n    counter = 7\nbump()\nprint(counter)",
+        "7",
+        "7",
+    ),
 ]
 
 

@@ -30,27 +30,39 @@ _ADDRESS = re.compile(r" at 0x[0-9a-f]+")
 # Where profile upstream differs on purpose (docs/deviations.md, kind safety): none of these
 # cases; the recorded table must match exactly.
 EXTRA_LIVE_CASES: list[tuple[str, list[str]]] = [
-    ("reference_table_rows", [
-        "[context[i:i+10] for i in range(0, 30, 10)]",
-        "x = 1\nx += 1",
-        "a, b = 1, 2",
-        "l = [1]\nl[0] = 5",
-        "class A:\n    pass",
-        "import re",
-        "getattr(1, 'real')",
-        "'{}'.format(1)",
-        "print('a')",
-        "y = 2",
-        "x = []\nx.append(1)",
-        "diff = 1\ndiff",
-        "def f():\n    print('lost')\nf()",
-        "```repl\nprint(1)\n```",
-        "async def f():\n    pass",
-        "exec('1')",
-    ]),
-    ("multi_step_state", ["total = 0", "for i in range(4):\n    total = total + i", "print(total)",
-                          "def g(v):\n    return v * 2", "g(3)", "items = {'a': 1}",
-                          "for k, v in items.items():\n    print(k, v)"]),
+    (
+        "reference_table_rows",
+        [
+            "[context[i:i+10] for i in range(0, 30, 10)]",
+            "x = 1\nx += 1",
+            "a, b = 1, 2",
+            "l = [1]\nl[0] = 5",
+            "class A:\n    pass",
+            "import re",
+            "getattr(1, 'real')",
+            "'{}'.format(1)",
+            "print('a')",
+            "y = 2",
+            "x = []\nx.append(1)",
+            "diff = 1\ndiff",
+            "def f():\n    print('lost')\nf()",
+            "```repl\nprint(1)\n```",
+            "async def f():\n    pass",
+            "exec('1')",
+        ],
+    ),
+    (
+        "multi_step_state",
+        [
+            "total = 0",
+            "for i in range(4):\n    total = total + i",
+            "print(total)",
+            "def g(v):\n    return v * 2",
+            "g(3)",
+            "items = {'a': 1}",
+            "for k, v in items.items():\n    print(k, v)",
+        ],
+    ),
 ]
 
 

@@ -73,28 +73,91 @@ _HOST_SECRET = "host-secret-7f3a9c1e5b"
 os.environ[_SECRET_ENV] = _HOST_SECRET
 
 _WATCHED_MODULES: tuple[types.ModuleType, ...] = (
-    re, json, json.decoder, json.encoder, json.scanner, math, datetime, collections,
-    collections.abc, itertools, functools, statistics, string, textwrap, random, copyreg,
+    re,
+    json,
+    json.decoder,
+    json.encoder,
+    json.scanner,
+    math,
+    datetime,
+    collections,
+    collections.abc,
+    itertools,
+    functools,
+    statistics,
+    string,
+    textwrap,
+    random,
+    copyreg,
 )
 _ALLOWED_CODE_MODULES = frozenset(m.__name__ for m in _WATCHED_MODULES if m is not copyreg) | {
-    "_json", "_sre", "_functools", "_collections", "_datetime", "_random", "_statistics",
-    "_string", "builtins", "_operator", "__main__", __name__,
+    "_json",
+    "_sre",
+    "_functools",
+    "_collections",
+    "_datetime",
+    "_random",
+    "_statistics",
+    "_string",
+    "builtins",
+    "_operator",
+    "__main__",
+    __name__,
 }
 _DANGEROUS_TYPES: tuple[type, ...] = (
-    types.ModuleType, types.FrameType, types.CodeType, types.TracebackType, types.CellType,
-    io.IOBase, types.MappingProxyType,
+    types.ModuleType,
+    types.FrameType,
+    types.CodeType,
+    types.TracebackType,
+    types.CellType,
+    io.IOBase,
+    types.MappingProxyType,
 )
 _DANGEROUS_BUILTINS = frozenset(
     id(getattr(builtins, name))
-    for name in ("open", "eval", "exec", "compile", "globals", "locals", "vars", "breakpoint",
-                 "input", "__import__", "getattr", "setattr", "delattr", "exit", "quit", "help",
-                 "__build_class__")
+    for name in (
+        "open",
+        "eval",
+        "exec",
+        "compile",
+        "globals",
+        "locals",
+        "vars",
+        "breakpoint",
+        "input",
+        "__import__",
+        "getattr",
+        "setattr",
+        "delattr",
+        "exit",
+        "quit",
+        "help",
+        "__build_class__",
+    )
     if hasattr(builtins, name)
 )
-_DANGEROUS_TYPE_MODULES = frozenset({
-    "os", "posix", "sys", "io", "_io", "codecs", "subprocess", "threading", "_thread", "signal",
-    "ctypes", "site", "_sitebuiltins", "importlib", "pathlib", "shutil", "gc", "inspect",
-})
+_DANGEROUS_TYPE_MODULES = frozenset(
+    {
+        "os",
+        "posix",
+        "sys",
+        "io",
+        "_io",
+        "codecs",
+        "subprocess",
+        "threading",
+        "_thread",
+        "signal",
+        "ctypes",
+        "site",
+        "_sitebuiltins",
+        "importlib",
+        "pathlib",
+        "shutil",
+        "gc",
+        "inspect",
+    }
+)
 
 
 _HOST_CONFIG = types.SimpleNamespace(api_key=_HOST_SECRET, model="test-model")
@@ -177,8 +240,7 @@ def _take_snapshot() -> dict[str, object]:
         "sys.path": list(sys.path),
         "meta_path": [id(f) for f in sys.meta_path],
         "path_hooks": [id(f) for f in sys.path_hooks],
-        "hooks": (id(sys.displayhook), id(sys.excepthook), id(sys.unraisablehook),
-                  id(threading.excepthook)),
+        "hooks": (id(sys.displayhook), id(sys.excepthook), id(sys.unraisablehook), id(threading.excepthook)),
         "gc": (gc.isenabled(), gc.get_threshold()),
         "allowlisted modules": {m.__name__: _module_fingerprint(m) for m in _WATCHED_MODULES},
         "rlm_compat modules": {n: _ids(dict(vars(sys.modules[n]))) for n in rlm_modules},
@@ -235,8 +297,14 @@ def _save_host() -> _SavedHost:
         modules=dict(sys.modules),
         builtins=dict(vars(builtins)),
         limits=(sys.getrecursionlimit(), sys.getswitchinterval()),
-        hooks=(sys.gettrace(), sys.getprofile(), sys.displayhook, sys.excepthook,
-               sys.unraisablehook, threading.excepthook),
+        hooks=(
+            sys.gettrace(),
+            sys.getprofile(),
+            sys.displayhook,
+            sys.excepthook,
+            sys.unraisablehook,
+            threading.excepthook,
+        ),
         random_state=random.getstate(),
         paths=(list(sys.path), list(sys.meta_path), list(sys.path_hooks)),
         handlers=_signal_handlers(),
@@ -427,41 +495,54 @@ def _attempt(executor: REPLExecutor, code: str, env: dict[str, Any]) -> tuple[st
         return "foreign", exc
 
 
-def _expect_output(executor: REPLExecutor, code: str, env: dict[str, Any], expected: str,
-                   what: str, problems: list[str]) -> None:
+def _expect_output(
+    executor: REPLExecutor, code: str, env: dict[str, Any], expected: str, what: str, problems: list[str]
+) -> None:
     kind, value = _attempt(executor, code + "\nprobe_done = 1", env)
     if kind != "ok" or value != expected:
         problems.append(f"{what}: expected {expected!r}, got {kind} {str(value)[:300]!r}")
 
 
-def _expect_refused(executor: REPLExecutor, code: str, env: dict[str, Any], what: str,
-                    problems: list[str]) -> None:
+def _expect_refused(
+    executor: REPLExecutor, code: str, env: dict[str, Any], what: str, problems: list[str]
+) -> None:
     kind, value = _attempt(executor, code, env)
     if kind != "error":
         problems.append(f"{what}: expected a REPLError, got {kind} {str(value)[:300]!r}")
 
 
-def _after_checks(case: EscapeCase, executor: REPLExecutor, env: dict[str, Any],
-                  problems: list[str]) -> None:
+def _after_checks(case: EscapeCase, executor: REPLExecutor, env: dict[str, Any], problems: list[str]) -> None:
     """The executor and env stay usable, the guard still holds, other envs see intact builtins."""
     profile = executor.profile
-    _expect_output(executor, "probe_value = 41 + 1\nprint(probe_value)", env, "42",
-                   "same env still usable", problems)
+    _expect_output(
+        executor, "probe_value = 41 + 1\nprint(probe_value)", env, "42", "same env still usable", problems
+    )
     if env.get("probe_value") != 42:
         problems.append(f"same env: probe_value is {env.get('probe_value')!r}, not 42")
-    _expect_refused(executor, "probe_attr = getattr(1, '__cl' + 'ass__')", env,
-                    "attribute guard in the same env", problems)
+    _expect_refused(
+        executor,
+        "probe_attr = getattr(1, '__cl' + 'ass__')",
+        env,
+        "attribute guard in the same env",
+        problems,
+    )
     fresh = make_env()
-    _expect_refused(executor, "probe_attr = getattr(1, '__cl' + 'ass__')", fresh,
-                    "attribute guard in a fresh env", problems)
-    _expect_output(executor, "print(len('abc'))", make_env(), "3", "builtins in a fresh env",
-                   problems)
+    _expect_refused(
+        executor,
+        "probe_attr = getattr(1, '__cl' + 'ass__')",
+        fresh,
+        "attribute guard in a fresh env",
+        problems,
+    )
+    _expect_output(executor, "print(len('abc'))", make_env(), "3", "builtins in a fresh env", problems)
     if case.probe is not None:
-        _expect_output(executor, case.probe.code, make_env(), case.probe.output,
-                       "probe with the same executor", problems)
+        _expect_output(
+            executor, case.probe.code, make_env(), case.probe.output, "probe with the same executor", problems
+        )
         other = REPLExecutor(timeout=executor.timeout, max_output_chars=MAX_OUTPUT, profile=profile)
-        _expect_output(other, case.probe.code, make_env(), case.probe.output,
-                       "probe with a new executor", problems)
+        _expect_output(
+            other, case.probe.code, make_env(), case.probe.output, "probe with a new executor", problems
+        )
     if case.category == "env_leak" and callable(env.get("show")):
         before = set(env)
         for runner in (executor, REPLExecutor(timeout=executor.timeout, profile=profile)):
@@ -488,8 +569,9 @@ def run_case(case: EscapeCase, profile: str, *, timeout: float, isolation: str =
     """Run one case with every host-side check; usable in-process and in a child process."""
     report = Report(case.id, profile, timeout=timeout)
     try:
-        executor = REPLExecutor(timeout=timeout, max_output_chars=MAX_OUTPUT, profile=profile,
-                                isolation=isolation)
+        executor = REPLExecutor(
+            timeout=timeout, max_output_chars=MAX_OUTPUT, profile=profile, isolation=isolation
+        )
     except (REPLError, ValueError, TypeError, NotImplementedError) as exc:
         report.outcome, report.message = "unsupported", f"{type(exc).__name__}: {exc}"
         return report
@@ -582,7 +664,9 @@ def _bound_failures(case: EscapeCase, report: Report) -> list[str]:
         if report.outcome != "error" or timed_out or report.elapsed > 0.5:
             out.append(f"not refused before computing: {report.outcome} {report.exc_types[:1]} in {took}")
         if "MemoryError" in report.message:
-            out.append(f"the result was attempted (MemoryError), not refused by a size bound: {report.message!r}")
+            out.append(
+                f"the result was attempted (MemoryError), not refused by a size bound: {report.message!r}"
+            )
     elif case.bound == "timeout":
         if not timed_out or report.elapsed > limit:
             out.append(f"expected REPLTimeoutError within {limit} s, got {report.exc_types[:1]} in {took}")
@@ -597,8 +681,10 @@ def _bound_failures(case: EscapeCase, report: Report) -> list[str]:
     elif case.bound == "output":
         bound = MAX_OUTPUT + _marker_len(MAX_OUTPUT, 10**12)
         if report.outcome != "ok" or len(report.output) > bound or "[Output truncated:" not in report.output:
-            out.append(f"expected truncated output <= {bound} chars, got {report.outcome} "
-                       f"of {len(report.output)} chars: {report.message[:200]!r}")
+            out.append(
+                f"expected truncated output <= {bound} chars, got {report.outcome} "
+                f"of {len(report.output)} chars: {report.message[:200]!r}"
+            )
         if report.rss_delta_kb > 20 * 1024:
             out.append(f"peak memory grew by {report.rss_delta_kb // 1024} MB while printing")
         if report.elapsed > limit:
@@ -635,18 +721,20 @@ def in_tmp_cwd(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 @pytest.mark.parametrize("profile", PROFILES)
 @pytest.mark.parametrize("case", _INLINE, ids=[c.id for c in _INLINE])
-def test_escape_contained(case: EscapeCase, profile: str, in_tmp_cwd: Path,
-                          capsys: pytest.CaptureFixture[str]) -> None:
+def test_escape_contained(
+    case: EscapeCase, profile: str, in_tmp_cwd: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     capsys.readouterr()
     saved = _save_host()
     try:
-        report = _run_bounded(lambda: run_case(case, profile, timeout=INLINE_TIMEOUT),
-                              INLINE_TIMEOUT * 4 + 5)
+        report = _run_bounded(lambda: run_case(case, profile, timeout=INLINE_TIMEOUT), INLINE_TIMEOUT * 4 + 5)
     finally:
         _restore_host(saved)
     leaked = capsys.readouterr()
     check_report(case, report)
-    assert leaked.out == "", f"[{profile}] {case.id}: sandboxed code wrote to the real stdout: {leaked.out[:300]!r}"
+    assert leaked.out == "", (
+        f"[{profile}] {case.id}: sandboxed code wrote to the real stdout: {leaked.out[:300]!r}"
+    )
     assert _HOST_SECRET not in leaked.err
 
 
@@ -656,17 +744,25 @@ def _run_child(case: EscapeCase, profile: str, cwd: Path) -> tuple[Report, str]:
     try:
         proc = subprocess.run(
             [sys.executable, str(Path(__file__).resolve()), "--child", case.id, profile],
-            cwd=cwd, env=env, capture_output=True, text=True, timeout=limit,
+            cwd=cwd,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=limit,
         )
     except subprocess.TimeoutExpired:
-        pytest.fail(f"[{profile}] {case.id}: the child did not finish within {limit:.0f} s "
-                    "(the bomb was not bounded; the child was killed)")
+        pytest.fail(
+            f"[{profile}] {case.id}: the child did not finish within {limit:.0f} s "
+            "(the bomb was not bounded; the child was killed)"
+        )
     lines = proc.stdout.splitlines()
     reports = [ln for ln in lines if ln.startswith(REPORT_PREFIX)]
     if proc.returncode != 0 or not reports:
-        pytest.fail(f"[{profile}] {case.id}: child exited {proc.returncode}\n"
-                    f"stdout: {proc.stdout[-2000:]}\nstderr: {proc.stderr[-3000:]}")
-    data = json.loads(reports[-1][len(REPORT_PREFIX):])
+        pytest.fail(
+            f"[{profile}] {case.id}: child exited {proc.returncode}\n"
+            f"stdout: {proc.stdout[-2000:]}\nstderr: {proc.stderr[-3000:]}"
+        )
+    data = json.loads(reports[-1][len(REPORT_PREFIX) :])
     leaked = "\n".join(ln for ln in lines if not ln.startswith(REPORT_PREFIX))
     return Report(**data), leaked
 
@@ -676,8 +772,10 @@ def _run_child(case: EscapeCase, profile: str, cwd: Path) -> tuple[Report, str]:
 def test_bomb_bounded(case: EscapeCase, profile: str, tmp_path: Path) -> None:
     report, leaked = _run_child(case, profile, tmp_path)
     if report.outcome == "unsupported":
-        pytest.skip(f"{case.id} needs isolation='process' (a single long C call cannot be "
-                    f"interrupted inline), which this executor does not offer: {report.message}")
+        pytest.skip(
+            f"{case.id} needs isolation='process' (a single long C call cannot be "
+            f"interrupted inline), which this executor does not offer: {report.message}"
+        )
     check_report(case, report)
     assert leaked == "", f"[{profile}] {case.id}: sandboxed code wrote to the real stdout: {leaked[:300]!r}"
 

@@ -22,85 +22,177 @@ def outcome(code: str, profile: str = "fixed", env: dict | None = None) -> str:
 
 # (code, fixed output, upstream output or error)
 GUARD_CASES = [
-    ("inplace_name", "x = 1\nx += 2\nprint(x)", "3",
-     "Execution error: name '_inplacevar_' is not defined"),
-    ("inplace_list_alias", "a = [1]\nb = a\nb += [2]\nprint(a)", "[1, 2]",
-     "Execution error: name '_inplacevar_' is not defined"),
-    ("inplace_item", "d = {'k': 1}\nd['k'] += 1\nprint(d)", "{'k': 2}",
-     "Execution error: Compilation error: Line 2: Augmented assignment of object items and "
-     "slices is not allowed."),
-    ("unpack", "a, b = 1, 2\nprint(a + b)", "3",
-     "Execution error: name '_unpack_sequence_' is not defined"),
-    ("star_unpack", "a, *b = [1, 2, 3]\nprint(b)", "[2, 3]",
-     "Execution error: name '_unpack_sequence_' is not defined"),
-    ("nested_unpack", "(a, (b, c)), d = (1, (2, 3)), 4\nprint(a + b + c + d)", "10",
-     "Execution error: name '_unpack_sequence_' is not defined"),
+    ("inplace_name", "x = 1\nx += 2\nprint(x)", "3", "Execution error: name '_inplacevar_' is not defined"),
+    (
+        "inplace_list_alias",
+        "a = [1]\nb = a\nb += [2]\nprint(a)",
+        "[1, 2]",
+        "Execution error: name '_inplacevar_' is not defined",
+    ),
+    (
+        "inplace_item",
+        "d = {'k': 1}\nd['k'] += 1\nprint(d)",
+        "{'k': 2}",
+        "Execution error: Compilation error: Line 2: Augmented assignment of object items and "
+        "slices is not allowed.",
+    ),
+    ("unpack", "a, b = 1, 2\nprint(a + b)", "3", "Execution error: name '_unpack_sequence_' is not defined"),
+    (
+        "star_unpack",
+        "a, *b = [1, 2, 3]\nprint(b)",
+        "[2, 3]",
+        "Execution error: name '_unpack_sequence_' is not defined",
+    ),
+    (
+        "nested_unpack",
+        "(a, (b, c)), d = (1, (2, 3)), 4\nprint(a + b + c + d)",
+        "10",
+        "Execution error: name '_unpack_sequence_' is not defined",
+    ),
     ("for_unpack", "for k, v in {'a': 1}.items():\n    print(k, v)", "a 1", "a 1"),
-    ("item_write", "l = [1, 2]\nl[0] = 5\nprint(l)", "[5, 2]",
-     "Execution error: name '_write_' is not defined"),
-    ("slice_write", "l = [1, 2, 3]\nl[0:2] = [9]\nprint(l)", "[9, 3]",
-     "Execution error: name '_write_' is not defined"),
-    ("item_delete", "d = {'a': 1, 'b': 2}\ndel d['a']\nprint(d)", "{'b': 2}",
-     "Execution error: name '_write_' is not defined"),
-    ("slice_delete", "l = [1, 2, 3]\ndel l[1:]\nprint(l)", "[1]",
-     "Execution error: name '_write_' is not defined"),
-    ("counter_item", "c = Counter()\nc['w'] += 1\nprint(c['w'])", "1",
-     "Execution error: Compilation error: Line 2: Augmented assignment of object items and "
-     "slices is not allowed."),
-    ("class_with_methods",
-     "class Box:\n    def __init__(self, v):\n        self.v = v\n    def twice(self):\n"
-     "        return self.v * 2\nb = Box(4)\nb.v += 1\nprint(b.twice())", "10",
-     "Execution error: Compilation error: Line 7: Augmented assignment of attributes is not "
-     "allowed."),
-    ("class_dunders",
-     "class Bag:\n    def __init__(self):\n        self.items = []\n    def __len__(self):\n"
-     "        return len(self.items)\n    def __getitem__(self, i):\n        return self.items[i]\n"
-     "b = Bag()\nb.items.append(3)\nprint(len(b), b[0])", "1 3",
-     "Execution error: Compilation error: Line 4: \"__len__\" is an invalid variable name because "
-     "it starts with \"_\", Line 6: \"__getitem__\" is an invalid variable name because it "
-     "starts with \"_\""),
-    ("subclass_exception", "class Oops(ValueError):\n    pass\ntry:\n    raise Oops('x')\n"
-     "except ValueError as e:\n    print('caught', e)", "caught x",
-     "Execution error: name '__metaclass__' is not defined"),
-    ("getattr_builtin", "print(getattr('a', 'upper')(), getattr(1, 'nope', 'dflt'))", "A dflt",
-     "Execution error: name 'getattr' is not defined"),
-    ("hasattr_builtin", "print(hasattr('a', 'upper'), hasattr('a', 'nope'))", "True False",
-     "True False"),
-    ("setattr_user_object", "class A:\n    pass\na = A()\nsetattr(a, 'x', 3)\nprint(a.x)", "3",
-     "Execution error: name '__metaclass__' is not defined"),
-    ("exceptions", "try:\n    int('z')\nexcept ValueError as e:\n    print(type(e) is ValueError)",
-     "True", "True"),
+    (
+        "item_write",
+        "l = [1, 2]\nl[0] = 5\nprint(l)",
+        "[5, 2]",
+        "Execution error: name '_write_' is not defined",
+    ),
+    (
+        "slice_write",
+        "l = [1, 2, 3]\nl[0:2] = [9]\nprint(l)",
+        "[9, 3]",
+        "Execution error: name '_write_' is not defined",
+    ),
+    (
+        "item_delete",
+        "d = {'a': 1, 'b': 2}\ndel d['a']\nprint(d)",
+        "{'b': 2}",
+        "Execution error: name '_write_' is not defined",
+    ),
+    (
+        "slice_delete",
+        "l = [1, 2, 3]\ndel l[1:]\nprint(l)",
+        "[1]",
+        "Execution error: name '_write_' is not defined",
+    ),
+    (
+        "counter_item",
+        "c = Counter()\nc['w'] += 1\nprint(c['w'])",
+        "1",
+        "Execution error: Compilation error: Line 2: Augmented assignment of object items and "
+        "slices is not allowed.",
+    ),
+    (
+        "class_with_methods",
+        "class Box:\n    def __init__(self, v):\n        self.v = v\n    def twice(self):\n"
+        "        return self.v * 2\nb = Box(4)\nb.v += 1\nprint(b.twice())",
+        "10",
+        "Execution error: Compilation error: Line 7: Augmented assignment of attributes is not allowed.",
+    ),
+    (
+        "class_dunders",
+        "class Bag:\n    def __init__(self):\n        self.items = []\n    def __len__(self):\n"
+        "        return len(self.items)\n    def __getitem__(self, i):\n        return self.items[i]\n"
+        "b = Bag()\nb.items.append(3)\nprint(len(b), b[0])",
+        "1 3",
+        'Execution error: Compilation error: Line 4: "__len__" is an invalid variable name because '
+        'it starts with "_", Line 6: "__getitem__" is an invalid variable name because it '
+        'starts with "_"',
+    ),
+    (
+        "subclass_exception",
+        "class Oops(ValueError):\n    pass\ntry:\n    raise Oops('x')\n"
+        "except ValueError as e:\n    print('caught', e)",
+        "caught x",
+        "Execution error: name '__metaclass__' is not defined",
+    ),
+    (
+        "getattr_builtin",
+        "print(getattr('a', 'upper')(), getattr(1, 'nope', 'dflt'))",
+        "A dflt",
+        "Execution error: name 'getattr' is not defined",
+    ),
+    ("hasattr_builtin", "print(hasattr('a', 'upper'), hasattr('a', 'nope'))", "True False", "True False"),
+    (
+        "setattr_user_object",
+        "class A:\n    pass\na = A()\nsetattr(a, 'x', 3)\nprint(a.x)",
+        "3",
+        "Execution error: name '__metaclass__' is not defined",
+    ),
+    (
+        "exceptions",
+        "try:\n    int('z')\nexcept ValueError as e:\n    print(type(e) is ValueError)",
+        "True",
+        "True",
+    ),
     ("fstring", "n = 3\nprint(f'{n:03d} {n!r} {\"x\"}')", "003 3 x", "003 3 x"),
     ("walrus", "if (n := len('abcd')) > 3:\n    print(n)", "4", "4"),
-    ("format_positional", "print('{} and {}'.format(1, 'b'))", "1 and b",
-     "Execution error: Using the format*() methods of `str` is not safe"),
-    ("format_named", "print('{name}!'.format(name='x'))", "x!",
-     "Execution error: Using the format*() methods of `str` is not safe"),
-    ("format_spec", "print('{:.2f}|{:>4}'.format(3.14159, 'a'))", "3.14|   a",
-     "Execution error: Using the format*() methods of `str` is not safe"),
-    ("format_item_walk", "print('{0[k]}'.format({'k': 5}))", "5",
-     "Execution error: Using the format*() methods of `str` is not safe"),
-    ("format_map", "print('{a}-{b}'.format_map({'a': 1, 'b': 2}))", "1-2",
-     "Execution error: Using the format*() methods of `str` is not safe"),
-    ("star_call", "print(*[1, 2], sep='+')", "1+2",
-     "Execution error: name '_apply_' is not defined"),
-    ("kwargs_call", "def f(**kw):\n    return sorted(kw)\nprint(f(**{'a': 1}))", "['a']",
-     "Execution error: name '_apply_' is not defined"),
-    ("annotated_assign", "x: int = 3\nprint(x)", "3",
-     "Execution error: Compilation error: Line 1: AnnAssign statements are not allowed."),
-    ("nonlocal", "def f():\n    n = 1\n    def g():\n        nonlocal n\n        n = 2\n"
-     "    g()\n    return n\nprint(f())", "2",
-     "Execution error: Compilation error: Line 4: Nonlocal statements are not allowed."),
-    ("injected_names", "print(json.dumps([math.floor(2.5)]), datetime(2020, 1, 2).year, "
-     "timedelta(days=1).days, Counter('aab')['a'], defaultdict(int)['z'])",
-     "[2] 2020 1 2 0", "[2] 2020 1 2 0"),
-    ("missing_attribute", "print('a'.nope)",
-     "Execution error: AttributeError: 'str' object has no attribute 'nope' (line 1)", "None"),
+    (
+        "format_positional",
+        "print('{} and {}'.format(1, 'b'))",
+        "1 and b",
+        "Execution error: Using the format*() methods of `str` is not safe",
+    ),
+    (
+        "format_named",
+        "print('{name}!'.format(name='x'))",
+        "x!",
+        "Execution error: Using the format*() methods of `str` is not safe",
+    ),
+    (
+        "format_spec",
+        "print('{:.2f}|{:>4}'.format(3.14159, 'a'))",
+        "3.14|   a",
+        "Execution error: Using the format*() methods of `str` is not safe",
+    ),
+    (
+        "format_item_walk",
+        "print('{0[k]}'.format({'k': 5}))",
+        "5",
+        "Execution error: Using the format*() methods of `str` is not safe",
+    ),
+    (
+        "format_map",
+        "print('{a}-{b}'.format_map({'a': 1, 'b': 2}))",
+        "1-2",
+        "Execution error: Using the format*() methods of `str` is not safe",
+    ),
+    ("star_call", "print(*[1, 2], sep='+')", "1+2", "Execution error: name '_apply_' is not defined"),
+    (
+        "kwargs_call",
+        "def f(**kw):\n    return sorted(kw)\nprint(f(**{'a': 1}))",
+        "['a']",
+        "Execution error: name '_apply_' is not defined",
+    ),
+    (
+        "annotated_assign",
+        "x: int = 3\nprint(x)",
+        "3",
+        "Execution error: Compilation error: Line 1: AnnAssign statements are not allowed.",
+    ),
+    (
+        "nonlocal",
+        "def f():\n    n = 1\n    def g():\n        nonlocal n\n        n = 2\n"
+        "    g()\n    return n\nprint(f())",
+        "2",
+        "Execution error: Compilation error: Line 4: Nonlocal statements are not allowed.",
+    ),
+    (
+        "injected_names",
+        "print(json.dumps([math.floor(2.5)]), datetime(2020, 1, 2).year, "
+        "timedelta(days=1).days, Counter('aab')['a'], defaultdict(int)['z'])",
+        "[2] 2020 1 2 0",
+        "[2] 2020 1 2 0",
+    ),
+    (
+        "missing_attribute",
+        "print('a'.nope)",
+        "Execution error: AttributeError: 'str' object has no attribute 'nope' (line 1)",
+        "None",
+    ),
 ]
 
 
-@pytest.mark.parametrize(("name", "code", "fixed", "upstream"), GUARD_CASES,
-                         ids=[c[0] for c in GUARD_CASES])
+@pytest.mark.parametrize(("name", "code", "fixed", "upstream"), GUARD_CASES, ids=[c[0] for c in GUARD_CASES])
 @pytest.mark.parametrize("profile", ["fixed", "upstream"])
 def test_guard(profile: str, name: str, code: str, fixed: str, upstream: str) -> None:
     assert outcome(code, profile) == (fixed if profile == "fixed" else upstream)
@@ -132,13 +224,25 @@ def test_allowlisted_imports_work(module: str) -> None:
 
 
 def test_required_modules_are_allowlisted() -> None:
-    required = {"re", "json", "math", "datetime", "collections", "itertools", "functools",
-                "statistics", "string", "textwrap"}
+    required = {
+        "re",
+        "json",
+        "math",
+        "datetime",
+        "collections",
+        "itertools",
+        "functools",
+        "statistics",
+        "string",
+        "textwrap",
+    }
     assert required <= set(ALLOWED_MODULES)
 
 
-@pytest.mark.parametrize("code", ["import os", "import sys", "from subprocess import run",
-                                  "import collections.abc", "import importlib"])
+@pytest.mark.parametrize(
+    "code",
+    ["import os", "import sys", "from subprocess import run", "import collections.abc", "import importlib"],
+)
 def test_other_imports_name_the_allowlist(code: str) -> None:
     with pytest.raises(REPLSecurityError) as info:
         REPLExecutor().execute(code, {})
@@ -154,8 +258,10 @@ def test_from_import_of_a_hidden_member_names_what_is_available() -> None:
 
 
 def test_from_import_and_aliases() -> None:
-    code = ("from collections import Counter as C, deque\nimport itertools as it\n"
-            "print(C('aa')['a'], list(it.islice(deque([1, 2, 3]), 2)))")
+    code = (
+        "from collections import Counter as C, deque\nimport itertools as it\n"
+        "print(C('aa')['a'], list(it.islice(deque([1, 2, 3]), 2)))"
+    )
     assert outcome(code) == "2 [1, 2]"
 
 
@@ -167,9 +273,19 @@ def test_imports_refused_in_upstream() -> None:
 
 
 ESCAPES = [
-    "re.enum", "re.copyreg", "re.functools", "json.codecs", "json.decoder", "json.scanner",
-    "datetime.sys", "statistics.random", "statistics.sys", "textwrap.re", "functools.GenericAlias",
-    "collections._sys", "string._re",
+    "re.enum",
+    "re.copyreg",
+    "re.functools",
+    "json.codecs",
+    "json.decoder",
+    "json.scanner",
+    "datetime.sys",
+    "statistics.random",
+    "statistics.sys",
+    "textwrap.re",
+    "functools.GenericAlias",
+    "collections._sys",
+    "string._re",
 ]
 
 
@@ -206,8 +322,14 @@ def test_proxy_errors_do_not_carry_the_module() -> None:
 
 
 def test_modules_and_host_objects_are_read_only() -> None:
-    for code in ["re.compile = 1", "import math\nmath.pi = 3", "json.loads.x = 1",
-                 "Counter.most_common = 1", "setattr(Counter, 'x', 1)", "del json.dumps"]:
+    for code in [
+        "re.compile = 1",
+        "import math\nmath.pi = 3",
+        "json.loads.x = 1",
+        "Counter.most_common = 1",
+        "setattr(Counter, 'x', 1)",
+        "del json.dumps",
+    ]:
         with pytest.raises(REPLSecurityError):
             REPLExecutor().execute(code, {"re": re})
     assert re.compile is not None and callable(re.compile)
@@ -226,14 +348,16 @@ def test_random_is_per_session_and_never_the_global_generator() -> None:
 
 @pytest.mark.parametrize("profile", ["fixed", "upstream"])
 def test_type_never_hands_out_real_metaclass_power(profile: str) -> None:
-    assert outcome("print(type(1) is int, isinstance(int, type), type(type(1)) is type)",
-                   profile) == "True True True"
-    assert outcome("T = type('T', (), {'kind': 'demo'})\nprint(T, T.kind, T().kind)", profile) == \
-        "<class 'T'> demo demo"
+    assert (
+        outcome("print(type(1) is int, isinstance(int, type), type(type(1)) is type)", profile)
+        == "True True True"
+    )
+    assert (
+        outcome("T = type('T', (), {'kind': 'demo'})\nprint(T, T.kind, T().kind)", profile)
+        == "<class 'T'> demo demo"
+    )
     with pytest.raises(REPLSecurityError, match="may not start with '_'"):
-        REPLExecutor(profile=profile).execute(
-            "B = type('B', (Exception,), {'__str__': lambda s: 'x'})", {}
-        )
+        REPLExecutor(profile=profile).execute("B = type('B', (Exception,), {'__str__': lambda s: 'x'})", {})
     with pytest.raises(REPLError):
         REPLExecutor(profile=profile).execute("type(type(1))('X', (type,), {})", {})
 
@@ -244,9 +368,11 @@ def test_metaclasses_cannot_be_subclassed() -> None:
 
 
 def test_super_inside_sandbox_classes_only() -> None:
-    code = ("class A:\n    def __init__(self, v):\n        self.v = v\n    def tag(self):\n"
-            "        return 'A'\nclass B(A):\n    def __init__(self):\n        super().__init__(5)\n"
-            "    def tag(self):\n        return 'B' + super().tag()\nb = B()\nprint(b.v, b.tag())")
+    code = (
+        "class A:\n    def __init__(self, v):\n        self.v = v\n    def tag(self):\n"
+        "        return 'A'\nclass B(A):\n    def __init__(self):\n        super().__init__(5)\n"
+        "    def tag(self):\n        return 'B' + super().tag()\nb = B()\nprint(b.v, b.tag())"
+    )
     assert outcome(code) == "5 BA"
     code = "import string\nclass F(string.Formatter):\n    pass\nsuper(string.Formatter, F())"
     with pytest.raises(REPLSecurityError, match="super"):
@@ -260,8 +386,10 @@ def test_string_formatter_as_upstream_predefines_it() -> None:
 
 
 def test_iter_with_sentinel_is_a_callable_iterator() -> None:
-    assert outcome("vals = [1, 2, 3, 4]\nit = iter(vals.pop, 2)\nprint(list(it), type(it))") == \
-        "[4, 3] <class 'callable_iterator'>"
+    assert (
+        outcome("vals = [1, 2, 3, 4]\nit = iter(vals.pop, 2)\nprint(list(it), type(it))")
+        == "[4, 3] <class 'callable_iterator'>"
+    )
 
 
 @pytest.mark.parametrize("profile", ["fixed", "upstream"])
@@ -293,8 +421,19 @@ def test_missing_attribute_switch() -> None:
 
 
 def test_no_dangerous_builtins() -> None:
-    for name in ["open", "eval", "exec", "compile", "globals", "vars", "locals", "input",
-                 "breakpoint", "__import__", "memoryview"]:
+    for name in [
+        "open",
+        "eval",
+        "exec",
+        "compile",
+        "globals",
+        "vars",
+        "locals",
+        "input",
+        "breakpoint",
+        "__import__",
+        "memoryview",
+    ]:
         for profile in ["fixed", "upstream"]:
             with pytest.raises(REPLError):
                 REPLExecutor(profile=profile).execute(f"{name}", {})

@@ -26,7 +26,7 @@ def test_eight_executors_in_eight_threads_see_only_their_own_prints() -> None:
             barrier.wait()
             outs = []
             for step in range(20):
-                code = (f"for i in range(200):\n    print('t{n}')\nprint('step', {step})")
+                code = f"for i in range(200):\n    print('t{n}')\nprint('step', {step})"
                 outs.append(ex.execute(code, env))
             results[n] = outs
         except BaseException as exc:  # pragma: no cover - reported below
@@ -65,8 +65,10 @@ def test_prints_inside_functions(profile: str) -> None:
 
 
 def test_prints_in_lambdas_comprehensions_and_methods_are_captured_in_fixed() -> None:
-    code = ("f = lambda v: print('l', v)\nf(1)\n[print('c', i) for i in range(2)]\n"
-            "class A:\n    def hi(self):\n        print('m')\nA().hi()")
+    code = (
+        "f = lambda v: print('l', v)\nf(1)\n[print('c', i) for i in range(2)]\n"
+        "class A:\n    def hi(self):\n        print('m')\nA().hi()"
+    )
     assert REPLExecutor().execute(code, {}) == "l 1\nc 0\nc 1\nm"
 
 
@@ -90,9 +92,11 @@ def test_print_functions_switch_alone() -> None:
 def test_print_keywords() -> None:
     ex = REPLExecutor()
     assert ex.execute("print(1, 2, sep='-', end='!')\nprint()", {}) == "1-2!"
-    code = ("class Sink:\n    def __init__(self):\n        self.parts = []\n"
-            "    def write(self, s):\n        self.parts.append(s)\n"
-            "s = Sink()\nprint('x', file=s)\nprint(s.parts)")
+    code = (
+        "class Sink:\n    def __init__(self):\n        self.parts = []\n"
+        "    def write(self, s):\n        self.parts.append(s)\n"
+        "s = Sink()\nprint('x', file=s)\nprint(s.parts)"
+    )
     assert ex.execute(code, {}) == "['x', '\\n']"
     with pytest.raises(REPLError):
         ex.execute("print('x', sep=3)", {})

@@ -26,32 +26,47 @@ FENCE_CASES = [
     ("python3", "```python3\nprint(1)\n```", "1", "1"),  # upstream runs `3` then print(1)
     ("repl", "```repl\nprint(1)\n```", "1", "Execution error: name 'repl' is not defined"),
     ("bare", "```\nprint(1)\n```", "1", "1"),
-    ("prose_around", "I will count.\n```python\nprint(2)\n```\nThat is all, FINAL soon.", "2",
-     "2"),
-    ("two_blocks", "```python\nx = 1\n```\nand then\n```python\nprint(x + 1)\n```", "2",
-     "Code executed successfully (no output)"),  # only the first block runs upstream
+    ("prose_around", "I will count.\n```python\nprint(2)\n```\nThat is all, FINAL soon.", "2", "2"),
+    (
+        "two_blocks",
+        "```python\nx = 1\n```\nand then\n```python\nprint(x + 1)\n```",
+        "2",
+        "Code executed successfully (no output)",
+    ),  # only the first block runs upstream
     ("other_tag_ignored", "```text\nnot code\n```\n```python\nprint(3)\n```", "3", "3"),
-    ("tilde", "~~~python\nprint(4)\n~~~", "4", "Execution error: Compilation error: Line 3: "
-     "SyntaxError: invalid syntax at statement: '~~~'"),
+    (
+        "tilde",
+        "~~~python\nprint(4)\n~~~",
+        "4",
+        "Execution error: Compilation error: Line 3: SyntaxError: invalid syntax at statement: '~~~'",
+    ),
     ("no_fence", "x = 5\nprint(x)", "5", "5"),
-    ("unclosed", "```python\nprint(6)", "6", "Execution error: Compilation error: Line 1: "
-     "SyntaxError: invalid syntax at statement: '```python'"),
-    ("only_prose_block", "```text\nhello\n```", "No code to execute",
-     "Execution error: name 'text' is not defined"),
+    (
+        "unclosed",
+        "```python\nprint(6)",
+        "6",
+        "Execution error: Compilation error: Line 1: SyntaxError: invalid syntax at statement: '```python'",
+    ),
+    (
+        "only_prose_block",
+        "```text\nhello\n```",
+        "No code to execute",
+        "Execution error: name 'text' is not defined",
+    ),
     ("indented_fence", "1. step\n   ```python\n   print(7)\n   ```", "7", "7"),
 ]
 
 
-@pytest.mark.parametrize(("name", "text", "fixed", "upstream"), FENCE_CASES,
-                         ids=[c[0] for c in FENCE_CASES])
+@pytest.mark.parametrize(("name", "text", "fixed", "upstream"), FENCE_CASES, ids=[c[0] for c in FENCE_CASES])
 @pytest.mark.parametrize("profile", ["fixed", "upstream"])
 def test_fences(profile: str, name: str, text: str, fixed: str, upstream: str) -> None:
     assert outcome(text, profile) == (fixed if profile == "fixed" else upstream)
 
 
-@given(blocks=st.lists(st.sampled_from(["x = 1", "y = 2", "print(3)", "z = [4]"]), min_size=1,
-                       max_size=5),
-       prose=st.sampled_from(["", "Some text.", "FINAL(maybe)", "a\nb"]))
+@given(
+    blocks=st.lists(st.sampled_from(["x = 1", "y = 2", "print(3)", "z = [4]"]), min_size=1, max_size=5),
+    prose=st.sampled_from(["", "Some text.", "FINAL(maybe)", "a\nb"]),
+)
 def test_all_blocks_join_in_order(blocks: list[str], prose: str) -> None:
     text = prose + "\n" + "\n".join(f"```python\n{b}\n```\n{prose}" for b in blocks)
     program = extract(text, first_fence_only=False)
@@ -66,14 +81,16 @@ def test_all_blocks_join_in_order(blocks: list[str], prose: str) -> None:
     ("code", "fixed", "upstream"),
     [
         ("x = []\nx.append(1)\nprint(x)", "[1]", "[1]"),
-        ("x = []\nx.append(1)", "Code executed successfully (no output)",
-         "Code executed successfully (no output)"),
+        (
+            "x = []\nx.append(1)",
+            "Code executed successfully (no output)",
+            "Code executed successfully (no output)",
+        ),
         ("diff = 5\ndiff", "5", "Code executed successfully (no output)"),
         ("platform = 3\nplatform", "3", "Code executed successfully (no output)"),
         ("x = 5\nif x > 3:\n    x", "Code executed successfully (no output)", "5"),
         ("'text'", "text", "text"),
-        ("None", "Code executed successfully (no output)",
-         "Code executed successfully (no output)"),
+        ("None", "Code executed successfully (no output)", "Code executed successfully (no output)"),
         ("print(1)\nprint(2)\n3", "1\n2\n3", "1\n2\n3"),
         ("def f():\n    return 4\nf()", "4", "4"),
         ("[1,\n 2]", "[1, 2]", "Code executed successfully (no output)"),
@@ -112,8 +129,15 @@ def test_leading_string_does_not_become_a_docstring_in_fixed() -> None:
 
 @pytest.mark.parametrize(
     "code",
-    ["x = 2 ** 10 ** 10", "x = 1 << 10 ** 9", "x = 'a' * 10 ** 10", "x = [0] * 10 ** 10",
-     "x = pow(7, 10 ** 9)", "n = 10 ** 9\nx = 3 ** n", "x = (1,) * (2 ** 40)"],
+    [
+        "x = 2 ** 10 ** 10",
+        "x = 1 << 10 ** 9",
+        "x = 'a' * 10 ** 10",
+        "x = [0] * 10 ** 10",
+        "x = pow(7, 10 ** 9)",
+        "n = 10 ** 9\nx = 3 ** n",
+        "x = (1,) * (2 ** 40)",
+    ],
 )
 @pytest.mark.parametrize("profile", ["fixed", "upstream"])
 def test_size_bombs_are_refused_before_computing(profile: str, code: str) -> None:
@@ -129,8 +153,10 @@ def test_augmented_bombs_are_refused() -> None:
 
 
 def test_ordinary_arithmetic_is_untouched() -> None:
-    assert outcome("print(2 ** 100, 3 << 5, 'ab' * 3, [0] * 4, 10 ** 6 * 7)") == \
-        f"{2 ** 100} 96 ababab [0, 0, 0, 0] 7000000"
+    assert (
+        outcome("print(2 ** 100, 3 << 5, 'ab' * 3, [0] * 4, 10 ** 6 * 7)")
+        == f"{2**100} 96 ababab [0, 0, 0, 0] 7000000"
+    )
 
 
 # --- compile cache ------------------------------------------------------------------------------

@@ -115,7 +115,9 @@ def test_function_of_one_session_called_in_another(profile: str) -> None:
     reveal = "    print('leak', dir())\n" if profile == "fixed" else ""
     ex_a.execute(
         _random_import(profile)
-        + "def f():\n    print('A says hi')\n" + reveal + "    random.seed(99)\n    return 5",
+        + "def f():\n    print('A says hi')\n"
+        + reveal
+        + "    random.seed(99)\n    return 5",
         env_a,
     )
     env_b: dict[str, Any] = {"f": env_a["f"]}
@@ -129,7 +131,11 @@ def test_function_of_one_session_called_in_another(profile: str) -> None:
 def test_host_calling_sandboxed_code_outside_any_step(profile: str) -> None:
     ex = REPLExecutor(profile=profile)
     env: dict[str, Any] = {}
-    ex.execute(_random_import(profile) + "random.seed(3)\ndef f():\n    print('x')\n    random.seed(4)\n    return 1", env)
+    ex.execute(
+        _random_import(profile)
+        + "random.seed(3)\ndef f():\n    print('x')\n    random.seed(4)\n    return 1",
+        env,
+    )
     assert env["f"]() == 1
     ex.execute("r = random.random()", env)
     assert env["r"] == random.Random(3).random()
@@ -242,7 +248,9 @@ def test_sandboxed_regex_behaves_like_re(profile: str) -> None:
 
 
 def test_regex_debug_flag_does_not_write_to_the_host(capfd: pytest.CaptureFixture[str]) -> None:
-    out = REPLExecutor().execute("try:\n    re.compile('ab+', 128)\nexcept ValueError as e:\n    print('refused')", {})
+    out = REPLExecutor().execute(
+        "try:\n    re.compile('ab+', 128)\nexcept ValueError as e:\n    print('refused')", {}
+    )
     assert out == "refused"
     assert capfd.readouterr() == ("", "")
 
@@ -314,6 +322,7 @@ warnings.warn("host-side warning", UserWarning)
 print(sorted(k for k in env if k.startswith("__")))
 """
 
+
 @pytest.fixture(autouse=True)
 def _inline(monkeypatch: pytest.MonkeyPatch) -> None:
     """These tests are about the inline runner's own mechanisms (the watchdog, sessions sharing a
@@ -321,12 +330,13 @@ def _inline(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("RLM_COMPAT_ISOLATION", "inline")
 
 
-
 @pytest.mark.parametrize("flag", ["always", "error::SyntaxWarning"])
 def test_sandboxed_warnings_never_reach_host_stderr(flag: str) -> None:
     proc = subprocess.run(
         [sys.executable, "-W", flag, "-c", _SCRIPT, "\n".join(_WARNING_SOURCES)],
-        capture_output=True, text=True, timeout=120,
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == "[]"

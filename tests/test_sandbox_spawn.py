@@ -180,7 +180,9 @@ def test_worker_exits_by_itself_when_its_channel_closes(
     assert _eventually(lambda: not _zombie(handle.pid))  # the fork server reaps it on its own
 
 
-def test_a_failing_entry_only_closes_the_channel(method: str, start: Callable[..., spawn.WorkerHandle]) -> None:
+def test_a_failing_entry_only_closes_the_channel(
+    method: str, start: Callable[..., spawn.WorkerHandle]
+) -> None:
     handle = start(method, entry="rlm_compat.no_such_module:serve")
     handle.sock.settimeout(30)
     assert handle.sock.recv(1) == b""

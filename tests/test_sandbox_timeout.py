@@ -28,16 +28,16 @@ SLACK = 0.5
 SPINNERS = {
     "while_true": "while True:\n    pass",
     "catch_base_and_retry": "while True:\n    try:\n        while True:\n            pass\n"
-                            "    except BaseException:\n        pass",
+    "    except BaseException:\n        pass",
     "bare_except_retry": "n = 0\nwhile True:\n    try:\n        n += 1\n    except:\n        continue",
     "finally_continue": "def spin():\n    while True:\n        try:\n            while True:\n"
-                        "                pass\n        finally:\n            continue\nspin()",
+    "                pass\n        finally:\n            continue\nspin()",
     "finally_return_in_loop": "def f():\n    try:\n        while True:\n            pass\n"
-                              "    finally:\n        return 1\nwhile True:\n    f()",
+    "    finally:\n        return 1\nwhile True:\n    f()",
     "generator_swallow": "def g():\n    while True:\n        try:\n            yield 1\n"
-                         "        except BaseException:\n            pass\nfor _ in g():\n    pass",
+    "        except BaseException:\n            pass\nfor _ in g():\n    pass",
     "recursion_retry": "def f():\n    try:\n        return f()\n    except BaseException:\n"
-                       "        return f()\nwhile True:\n    f()",
+    "        return f()\nwhile True:\n    f()",
     "function_from_earlier_step": None,
 }
 
@@ -155,8 +155,9 @@ def test_host_call_exceptions_reach_sandboxed_code() -> None:
 
     env: dict = {"boom": host_call(boom)}
     ex = REPLExecutor()
-    assert ex.execute("try:\n    boom()\nexcept LookupError as e:\n    print('got', e)", env) == \
-        "got from host"
+    assert (
+        ex.execute("try:\n    boom()\nexcept LookupError as e:\n    print('got', e)", env) == "got from host"
+    )
     with pytest.raises(REPLError, match="LookupError: from host"):
         ex.execute("boom()", env)
 
@@ -228,14 +229,18 @@ def test_memory_guard_stops_a_growing_execution() -> None:
 def test_generator_cleanup_cannot_hang_whoever_drops_it() -> None:
     env: dict = {}
     ex = REPLExecutor(timeout=1)
-    code = ("def g():\n    try:\n        yield 1\n    finally:\n        while True:\n"
-            "            pass\nx = g()\nnext(x)")
+    code = (
+        "def g():\n    try:\n        yield 1\n    finally:\n        while True:\n"
+        "            pass\nx = g()\nnext(x)"
+    )
     assert ex.execute(code, env) == "1"
     start = time.monotonic()
     env.clear()  # the generator is closed here, outside any execution
     assert time.monotonic() - start < 5  # a hang would never return; CI load may cost seconds
-    code = "def g():\n    try:\n        yield 1\n    finally:\n        print('cleanup')\n" \
-           "x = g()\nnext(x)\nx.close()"
+    code = (
+        "def g():\n    try:\n        yield 1\n    finally:\n        print('cleanup')\n"
+        "x = g()\nnext(x)\nx.close()"
+    )
     assert ex.execute(code, {}) == "cleanup"
 
 
@@ -278,12 +283,13 @@ def test_host_exceptions_reach_sandboxed_code_without_host_objects() -> None:
     def custom() -> None:
         raise HostFailure()
 
-    env: dict = {"read": host_call(read_option), "lookup": host_call(lookup),
-                 "custom": host_call(custom)}
+    env: dict = {"read": host_call(read_option), "lookup": host_call(lookup), "custom": host_call(custom)}
     ex = REPLExecutor(profile=Profile.fixed().replace(missing_attr_is_none=True))
-    code = ("out = []\ntry:\n    read('missing')\nexcept AttributeError as e:\n"
-            "    out.append(e.obj)\ntry:\n    lookup(1)\nexcept KeyError as e:\n"
-            "    out.append(type(e.args[0]) is str)\ntry:\n    custom()\nexcept Exception as e:\n"
-            "    out.append((type(e) is RuntimeError, str(e), e.config))\nprint(out)")
+    code = (
+        "out = []\ntry:\n    read('missing')\nexcept AttributeError as e:\n"
+        "    out.append(e.obj)\ntry:\n    lookup(1)\nexcept KeyError as e:\n"
+        "    out.append(type(e.args[0]) is str)\ntry:\n    custom()\nexcept Exception as e:\n"
+        "    out.append((type(e) is RuntimeError, str(e), e.config))\nprint(out)"
+    )
     # Messages stay readable (a repr may show up, as in any error text); objects never cross.
     assert ex.execute(code, env) == "[None, True, (True, 'HostFailure: failed', None)]"

@@ -55,8 +55,6 @@ def default_configuration(monkeypatch: pytest.MonkeyPatch) -> None:
         monkeypatch.delenv(name, raising=False)
 
 
-
-
 def _children(parent: int) -> set[int]:
     """Processes (zombies included) whose parent is ``parent``."""
     found = set()

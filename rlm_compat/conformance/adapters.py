@@ -239,8 +239,9 @@ class DriverAdapter:
 
     def start(self) -> dict[str, Any]:
         self._drivers = [
-            DriverProcess(self.python, self.backend, paths=self.paths, label=self.label,
-                          step_limit=self.step_limit)
+            DriverProcess(
+                self.python, self.backend, paths=self.paths, label=self.label, step_limit=self.step_limit
+            )
             for _ in range(max(self.workers, 1))
         ]
         with concurrent.futures.ThreadPoolExecutor(len(self._drivers)) as pool:
@@ -279,16 +280,19 @@ class DriverAdapter:
                 todo.append(index)
             else:
                 out[index] = {"skip": reason}
-        shares = [todo[n::len(self._drivers)] for n in range(len(self._drivers))]
+        shares = [todo[n :: len(self._drivers)] for n in range(len(self._drivers))]
 
         def work(driver: DriverProcess, share: list[int]) -> None:
             batch = [cases[i] for i in share]
-            replies = driver.run(kind, batch) if kind == "parser" else [
-                driver.run(kind, [case])[0] for case in batch
-            ]
+            replies = (
+                driver.run(kind, batch)
+                if kind == "parser"
+                else [driver.run(kind, [case])[0] for case in batch]
+            )
             for index, reply in zip(share, replies, strict=True):
-                out[index] = ({"failure": str(reply["failure"])} if "failure" in reply
-                              else {"result": reply["result"]})
+                out[index] = (
+                    {"failure": str(reply["failure"])} if "failure" in reply else {"result": reply["result"]}
+                )
 
         with concurrent.futures.ThreadPoolExecutor(len(self._drivers)) as pool:
             list(pool.map(work, self._drivers, shares))
@@ -357,18 +361,34 @@ def make_adapter(
                 "ysz-2fb46cc needs the checkout: pass --upstream PATH or set RLM_COMPAT_UPSTREAM"
             )
         return DriverAdapter(
-            name, "ysz", python, paths=[str(checkout / "src")], label="2fb46cc",
-            kinds=frozenset({"repl", "parser", "loop"}), step_limit=step_limit, gated=True,
+            name,
+            "ysz",
+            python,
+            paths=[str(checkout / "src")],
+            label="2fb46cc",
+            kinds=frozenset({"repl", "parser", "loop"}),
+            step_limit=step_limit,
+            gated=True,
             prompt_version="2fb46cc",
         )
     if name == "recursive-llm-0.5.0":
         return DriverAdapter(
-            name, "recursive-llm-0.5", python, mode="semantic", sandboxed=True,
-            kinds=frozenset({"repl", "parser"}), skip_reasons={"loop": _LOOP_SKIP},
+            name,
+            "recursive-llm-0.5",
+            python,
+            mode="semantic",
+            sandboxed=True,
+            kinds=frozenset({"repl", "parser"}),
+            skip_reasons={"loop": _LOOP_SKIP},
             step_limit=step_limit,
         )
     return DriverAdapter(
-        name, "rlms", python, mode="semantic", sandboxed=False,
-        kinds=frozenset({"repl", "parser"}), skip_reasons={"loop": _LOOP_SKIP},
+        name,
+        "rlms",
+        python,
+        mode="semantic",
+        sandboxed=False,
+        kinds=frozenset({"repl", "parser"}),
+        skip_reasons={"loop": _LOOP_SKIP},
         step_limit=step_limit,
     )

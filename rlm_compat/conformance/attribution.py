@@ -89,9 +89,10 @@ def attribute_fixed(
     def differs(profile: Profile, result: Any) -> bool:
         line = lines[result.id]
         outcome = adapter_for[profile.name].run(result.kind, line["input"])
-        return "result" not in outcome or _compare.compare(
-            result.kind, line["expected"], outcome["result"], "exact"
-        ) is not None
+        return (
+            "result" not in outcome
+            or _compare.compare(result.kind, line["expected"], outcome["result"], "exact") is not None
+        )
 
     adapter_for: dict[str, ProfileAdapter] = {}
     baseline = Profile.upstream()
@@ -164,7 +165,9 @@ def render_suggestions(attributions: Sequence[Attribution], versions: Sequence[s
             "",
         ]
     if unexplained:
-        out.append("# not explained by a single switch, or profile upstream differs too "
-                   "(a bug, or a safety entry to write by hand):")
+        out.append(
+            "# not explained by a single switch, or profile upstream differs too "
+            "(a bug, or a safety entry to write by hand):"
+        )
         out += [f"#   {c} (Python {', '.join(sorted(p))})" for c, p in sorted(unexplained.items())]
     return "\n".join(out) + "\n"

@@ -31,18 +31,38 @@ def add_record_parser(subparsers: Any) -> None:
             "and write upstream_fixtures/ (JSON Lines + PROVENANCE.json). Checkouts are only read."
         ),
     )
-    p.add_argument("--upstream", action="append", type=Path, required=True, metavar="PATH",
-                   help="checkout of ysz/recursive-llm; give the 2fb46cc one, and the cc7a826 one "
-                        "if loop cases use prompt_version cc7a826 (repeatable)")
-    p.add_argument("--python", action="append", default=None, metavar="PY",
-                   help="interpreter with RestrictedPython and litellm to record with "
-                        "(repeatable; default: this one)")
-    p.add_argument("--out", type=Path, default=None,
-                   help="fixtures directory (default: the source tree's upstream_fixtures)")
-    p.add_argument("--check", action="store_true",
-                   help="re-record into a temporary directory and fail on any difference")
-    p.add_argument("--step-limit", type=float, default=3.0, metavar="S",
-                   help="seconds a step may run before it is recorded as a hang (default 3)")
+    p.add_argument(
+        "--upstream",
+        action="append",
+        type=Path,
+        required=True,
+        metavar="PATH",
+        help="checkout of ysz/recursive-llm; give the 2fb46cc one, and the cc7a826 one "
+        "if loop cases use prompt_version cc7a826 (repeatable)",
+    )
+    p.add_argument(
+        "--python",
+        action="append",
+        default=None,
+        metavar="PY",
+        help="interpreter with RestrictedPython and litellm to record with (repeatable; default: this one)",
+    )
+    p.add_argument(
+        "--out",
+        type=Path,
+        default=None,
+        help="fixtures directory (default: the source tree's upstream_fixtures)",
+    )
+    p.add_argument(
+        "--check", action="store_true", help="re-record into a temporary directory and fail on any difference"
+    )
+    p.add_argument(
+        "--step-limit",
+        type=float,
+        default=3.0,
+        metavar="S",
+        help="seconds a step may run before it is recorded as a hang (default 3)",
+    )
     p.set_defaults(handler=_record)
 
 
@@ -60,32 +80,73 @@ def add_conformance_parser(subparsers: Any) -> None:
             "any unexplained difference, unexpected pass or error of a gated implementation."
         ),
     )
-    p.add_argument("--impl", action="append", default=None, metavar="NAME[=PYTHON]",
-                   help=f"implementation to run (repeatable); known: {known}. Those in their own "
-                        "venv take the interpreter: rlms-0.1.1=/venvs/rlms/bin/python")
-    p.add_argument("--upstream", type=Path, default=None, metavar="PATH",
-                   help=f"2fb46cc checkout for ysz-2fb46cc (default ${UPSTREAM_ENV})")
-    p.add_argument("--fixtures", type=Path, default=None, metavar="DIR",
-                   help="fixtures directory (default: the shipped fixtures)")
-    p.add_argument("--kind", action="append", choices=("repl", "parser", "loop"), default=None,
-                   help="only these kinds of cases (repeatable)")
-    p.add_argument("--cases", action="append", default=None, metavar="GLOB",
-                   help="only case ids matching this glob (repeatable), e.g. 'repl.scoping.*'")
-    p.add_argument("--report", type=Path, default=None, metavar="OUT.md",
-                   help="write the markdown matrix here")
-    p.add_argument("--json", type=Path, default=None, metavar="OUT.json",
-                   help="write every result as JSON here")
-    p.add_argument("--step-limit", type=float, default=3.0, metavar="S",
-                   help="seconds before a step of a driver-run implementation counts as a hang")
-    p.add_argument("--isolation", choices=("inline", "process"), default=None,
-                   help="where rlm_compat's profiles run model code (default: each profile's own: "
-                        "fixed in a worker process, upstream inline)")
+    p.add_argument(
+        "--impl",
+        action="append",
+        default=None,
+        metavar="NAME[=PYTHON]",
+        help=f"implementation to run (repeatable); known: {known}. Those in their own "
+        "venv take the interpreter: rlms-0.1.1=/venvs/rlms/bin/python",
+    )
+    p.add_argument(
+        "--upstream",
+        type=Path,
+        default=None,
+        metavar="PATH",
+        help=f"2fb46cc checkout for ysz-2fb46cc (default ${UPSTREAM_ENV})",
+    )
+    p.add_argument(
+        "--fixtures",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help="fixtures directory (default: the shipped fixtures)",
+    )
+    p.add_argument(
+        "--kind",
+        action="append",
+        choices=("repl", "parser", "loop"),
+        default=None,
+        help="only these kinds of cases (repeatable)",
+    )
+    p.add_argument(
+        "--cases",
+        action="append",
+        default=None,
+        metavar="GLOB",
+        help="only case ids matching this glob (repeatable), e.g. 'repl.scoping.*'",
+    )
+    p.add_argument(
+        "--report", type=Path, default=None, metavar="OUT.md", help="write the markdown matrix here"
+    )
+    p.add_argument(
+        "--json", type=Path, default=None, metavar="OUT.json", help="write every result as JSON here"
+    )
+    p.add_argument(
+        "--step-limit",
+        type=float,
+        default=3.0,
+        metavar="S",
+        help="seconds before a step of a driver-run implementation counts as a hang",
+    )
+    p.add_argument(
+        "--isolation",
+        choices=("inline", "process"),
+        default=None,
+        help="where rlm_compat's profiles run model code (default: each profile's own: "
+        "fixed in a worker process, upstream inline)",
+    )
     p.add_argument("--quiet", action="store_true", help="no progress bar, no summary")
-    p.add_argument("--suggest-deviations", type=Path, default=None, metavar="DIR",
-                   help="after the run, attribute rlm_compat-fixed's unexplained differences to "
-                        "profile switches, save the attribution for this Python in DIR, and print "
-                        "deviations.toml entries merged over every Python attributed in DIR "
-                        "(maintainers: run once per recorded Python version)")
+    p.add_argument(
+        "--suggest-deviations",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help="after the run, attribute rlm_compat-fixed's unexplained differences to "
+        "profile switches, save the attribution for this Python in DIR, and print "
+        "deviations.toml entries merged over every Python attributed in DIR "
+        "(maintainers: run once per recorded Python version)",
+    )
     p.set_defaults(handler=_conformance)
 
 
@@ -109,12 +170,12 @@ def _record(args: argparse.Namespace) -> int:
 
     if args.check:
         target = args.out or default_fixtures_dir()
-        problems = check(args.upstream, pythons, target, step_limit=args.step_limit,
-                         progress=progress)
+        problems = check(args.upstream, pythons, target, step_limit=args.step_limit, progress=progress)
         for problem in problems:
             print(problem)
-        print(f"record --check: {'identical' if not problems else f'{len(problems)} difference(s)'}"
-              f" ({target})")
+        print(
+            f"record --check: {'identical' if not problems else f'{len(problems)} difference(s)'} ({target})"
+        )
         return 1 if problems else 0
     provenance = record(args.upstream, pythons, out, step_limit=args.step_limit, progress=progress)
     for name, meta in provenance["fixtures"].items():
@@ -133,8 +194,15 @@ def _conformance(args: argparse.Namespace) -> int:
     adapters = []
     for spec in args.impl or ["rlm_compat-upstream", "rlm_compat-fixed"]:
         name, _, python = spec.partition("=")
-        adapters.append(make_adapter(name, python=python or None, checkout=checkout,
-                                     step_limit=args.step_limit, isolation=args.isolation))
+        adapters.append(
+            make_adapter(
+                name,
+                python=python or None,
+                checkout=checkout,
+                step_limit=args.step_limit,
+                isolation=args.isolation,
+            )
+        )
     fixtures = FixtureSet.open(args.fixtures)
     patterns = args.cases or ["*"]
     report = run_conformance(
@@ -147,8 +215,9 @@ def _conformance(args: argparse.Namespace) -> int:
     command = "rlm-compat conformance " + " ".join(shlex.quote(a) for a in sys.argv[2:])
     if args.report is not None:
         reproduce = _reproduce_steps([a.name for a in adapters])
-        args.report.write_text(render_markdown(report, command=command.strip(), reproduce=reproduce),
-                               encoding="utf-8")
+        args.report.write_text(
+            render_markdown(report, command=command.strip(), reproduce=reproduce), encoding="utf-8"
+        )
     if args.json is not None:
         args.json.write_text(render_json(report), encoding="utf-8")
     if not args.quiet:
@@ -176,8 +245,10 @@ def _suggest(report: Any, fixtures: Any, directory: Path) -> None:
     )
     directory.mkdir(parents=True, exist_ok=True)
     (directory / f"attribution.py{python}.json").write_text(json.dumps(attribution.to_json()))
-    merged = [Attribution.from_json(json.loads(p.read_text()))
-              for p in sorted(directory.glob("attribution.py*.json"))]
+    merged = [
+        Attribution.from_json(json.loads(p.read_text()))
+        for p in sorted(directory.glob("attribution.py*.json"))
+    ]
     print(render_suggestions(merged, fixtures.versions("repl")))
 
 
@@ -191,9 +262,7 @@ _SETUP = {
     "recursive-llm-0.5.0": [
         "python3.11 -m venv ../venvs/rl050 && ../venvs/rl050/bin/pip install recursive-llm==0.5.0",
     ],
-    "rlms-0.1.1": [
-        "python3.11 -m venv ../venvs/rlms011 && ../venvs/rlms011/bin/pip install rlms==0.1.1"
-    ],
+    "rlms-0.1.1": ["python3.11 -m venv ../venvs/rlms011 && ../venvs/rlms011/bin/pip install rlms==0.1.1"],
 }
 
 

@@ -71,9 +71,7 @@ def _conform_errors(expected: Any, got: Any) -> Any:
         }
     if isinstance(got, list):
         others = expected if isinstance(expected, list) else []
-        return [
-            _conform_errors(others[i] if i < len(others) else None, v) for i, v in enumerate(got)
-        ]
+        return [_conform_errors(others[i] if i < len(others) else None, v) for i, v in enumerate(got)]
     return got
 
 
@@ -114,9 +112,7 @@ def compare(
         if kind == "repl":
             return _first_difference(semantic_repl(expected), semantic_repl(got), "")
         if kind == "parser" and set(got) != set(expected):
-            return _first_difference(
-                {"answer": parser_answer(expected)}, {"answer": parser_answer(got)}, ""
-            )
+            return _first_difference({"answer": parser_answer(expected)}, {"answer": parser_answer(got)}, "")
     if kind == "repl":
         expected_steps, got_steps = expected.get("steps", []), got.get("steps", [])
         for index, (a, b) in enumerate(zip(expected_steps, got_steps, strict=False)):

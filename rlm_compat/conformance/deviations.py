@@ -206,7 +206,7 @@ def _overlapping(entries: list[Deviation]) -> list[Deviation]:
     """Entries that could apply on the same Python version (entries for disjoint versions may share cases)."""
     clash: list[Deviation] = []
     for i, a in enumerate(entries):
-        for b in entries[i + 1:]:
+        for b in entries[i + 1 :]:
             if not a.pythons or not b.pythons or set(a.pythons) & set(b.pythons):
                 clash.extend(e for e in (a, b) if e not in clash)
     return clash

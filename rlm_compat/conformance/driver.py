@@ -149,8 +149,7 @@ class ScriptedModel:
             self._emit({"call": call})
             if number > len(self._replies):
                 raise RuntimeError(
-                    f"scripted model has no reply left: call {number}, "
-                    f"{len(self._replies)} scripted"
+                    f"scripted model has no reply left: call {number}, {len(self._replies)} scripted"
                 )
             return _fake_response(self._replies[number - 1])
 
@@ -235,12 +234,14 @@ class _ExecutorBackend(Backend):
         p = self.parser_module
         response = case["response"]
         env = values.decode(case.get("env", {}))
-        return _call_each({
-            "extract_final": lambda: p.extract_final(response),
-            "extract_final_var": lambda: p.extract_final_var(response, env),
-            "is_final": lambda: p.is_final(response),
-            "parse_response": lambda: p.parse_response(response, env),
-        })
+        return _call_each(
+            {
+                "extract_final": lambda: p.extract_final(response),
+                "extract_final_var": lambda: p.extract_final_var(response, env),
+                "is_final": lambda: p.is_final(response),
+                "parse_response": lambda: p.parse_response(response, env),
+            }
+        )
 
 
 class YszBackend(_ExecutorBackend):
@@ -346,11 +347,13 @@ class RlmsBackend(Backend):
 
     def parser(self, case: dict[str, Any]) -> dict[str, Any]:
         env = values.decode(case.get("env", {}))
-        return _call_each({
-            "find_final_answer": lambda: self.parsing.find_final_answer(
-                case["response"], environment=self._new_repl(env)
-            ),
-        })
+        return _call_each(
+            {
+                "find_final_answer": lambda: self.parsing.find_final_answer(
+                    case["response"], environment=self._new_repl(env)
+                ),
+            }
+        )
 
 
 def _rlms_exception(stderr: str) -> dict[str, str] | None:
@@ -548,8 +551,11 @@ def serve(requests: Any, replies: Any) -> None:
             request = json.loads(line)
             reply = driver.handle(request)
         except Exception as exc:
-            reply = {"ok": False, "error": f"{type(exc).__name__}: {exc}",
-                     "traceback": traceback.format_exc(limit=8)}
+            reply = {
+                "ok": False,
+                "error": f"{type(exc).__name__}: {exc}",
+                "traceback": traceback.format_exc(limit=8),
+            }
         replies.write(json.dumps(reply, ensure_ascii=False, allow_nan=False) + "\n")
         replies.flush()
         if request.get("op") == "stop":

@@ -65,8 +65,7 @@ def sha256_file(path: Path) -> str:
 
 def dump_line(record: dict[str, Any]) -> str:
     """The canonical JSON text of one fixture line (no newline)."""
-    return json.dumps(record, sort_keys=True, ensure_ascii=True, separators=(",", ":"),
-                      allow_nan=False)
+    return json.dumps(record, sort_keys=True, ensure_ascii=True, separators=(",", ":"), allow_nan=False)
 
 
 def write_jsonl(path: Path, records: Iterable[dict[str, Any]]) -> int:

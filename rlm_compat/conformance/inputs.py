@@ -161,9 +161,7 @@ def _loop_case(where: str, topic: str, raw: Mapping[str, Any]) -> Case:
     if not isinstance(raw.get("options", {}), dict):
         raise _fail(where, "options must be a table")
     for key, types in _LOOP_OPTIONS_TYPED.items():
-        if key in options and (
-            not isinstance(options[key], types) or isinstance(options[key], bool)
-        ):
+        if key in options and (not isinstance(options[key], types) or isinstance(options[key], bool)):
             raise _fail(where, f"options.{key} must be {'/'.join(t.__name__ for t in types)}")
     extra = {k: options.pop(k) for k in sorted(set(options) - set(_LOOP_OPTIONS_TYPED))}
     if extra:  # upstream passes unknown constructor keywords on as **llm_kwargs

@@ -180,9 +180,7 @@ class DriverProcess:
             raise DriverError(f"no reply within {limit:.0f}s; stderr: {self.stderr_tail()}") from None
         if line is None:
             proc.wait()
-            raise DriverError(
-                f"driver exited with status {proc.returncode}; stderr: {self.stderr_tail()}"
-            )
+            raise DriverError(f"driver exited with status {proc.returncode}; stderr: {self.stderr_tail()}")
         reply: dict[str, Any] = json.loads(line)
         if not reply.get("ok"):
             raise DriverError(f"{reply.get('error')}\n{reply.get('traceback', '')}")

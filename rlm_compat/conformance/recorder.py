@@ -79,7 +79,9 @@ class Checkout:
         try:
             commit = subprocess.run(
                 ["git", "-C", str(path), "rev-parse", "HEAD"],
-                check=True, capture_output=True, text=True,
+                check=True,
+                capture_output=True,
+                text=True,
             ).stdout.strip()
         except (OSError, subprocess.CalledProcessError) as exc:
             raise RecordError(f"cannot read the commit of {path}: {exc}") from None
@@ -120,7 +122,7 @@ def _run_kind(
 ) -> dict[str, dict[str, Any]]:
     out: dict[str, dict[str, Any]] = {}
     for start in range(0, len(cases), batch):
-        chunk = [c.as_input() for c in cases[start:start + batch]]
+        chunk = [c.as_input() for c in cases[start : start + batch]]
         for reply in driver.run(kind, chunk):
             out[str(reply["id"])] = reply
     return out
@@ -144,17 +146,19 @@ def _record_python(
             if not any(kinds.values()):
                 continue
             driver = DriverProcess(
-                python, "ysz", paths=[str(checkout.src)], label=checkout.commit,
-                step_limit=step_limit, hash_seed=seed,
+                python,
+                "ysz",
+                paths=[str(checkout.src)],
+                label=checkout.commit,
+                step_limit=step_limit,
+                hash_seed=seed,
             )
             with driver:
                 info = driver.info
                 if seed == 0:
                     rec.version = ".".join(str(info["python"]).split(".")[:2])
                     rec.info[version] = info
-                    if info["files"] != {
-                        k.removeprefix("src/rlm/"): v for k, v in checkout.files.items()
-                    }:
+                    if info["files"] != {k.removeprefix("src/rlm/"): v for k, v in checkout.files.items()}:
                         raise RecordError(f"{python} imported an rlm package other than {checkout.path}")
                 for kind, selected in kinds.items():
                     progress(f"{python} seed {seed}: {len(selected)} {kind} cases on {version}")
@@ -190,9 +194,7 @@ def _lines(
 
 def _input_hashes() -> dict[str, str]:
     root = Path(__file__).with_name("inputs")
-    hashes = {
-        str(p.relative_to(root.parent)): sha256_file(p) for p in sorted(root.rglob("*.toml"))
-    }
+    hashes = {str(p.relative_to(root.parent)): sha256_file(p) for p in sorted(root.rglob("*.toml"))}
     generator = Path(__file__).with_name("parser_cases.py")
     if generator.is_file():
         hashes["parser_cases.py"] = sha256_file(generator)
@@ -202,8 +204,11 @@ def _input_hashes() -> dict[str, str]:
 def _parser_generation() -> dict[str, Any]:
     from . import parser_cases
 
-    return {"count": parser_cases.DEFAULT_CASES, "seed": parser_cases.DEFAULT_SEED,
-            "edge_cases": len(parser_cases.edge_cases())}
+    return {
+        "count": parser_cases.DEFAULT_CASES,
+        "seed": parser_cases.DEFAULT_SEED,
+        "edge_cases": len(parser_cases.edge_cases()),
+    }
 
 
 def recorder_hashes() -> dict[str, str]:
@@ -235,9 +240,7 @@ def record(
         raise RecordError(f"loop cases need upstream checkout(s) at {missing}; pass --upstream for each")
 
     with concurrent.futures.ThreadPoolExecutor(max_workers=2) as pool:
-        futures = [
-            pool.submit(_record_python, py, checkouts, cases, step_limit, progress) for py in pythons
-        ]
+        futures = [pool.submit(_record_python, py, checkouts, cases, step_limit, progress) for py in pythons]
         recordings = [f.result() for f in futures]
     failures = [f for rec in recordings for f in rec.failures]
     if failures:
@@ -258,24 +261,21 @@ def record(
 
     for rec in recordings:
         for kind in ("repl", "loop"):
-            write(fixture_name(kind, rec.version),
-                  _lines(cases[kind], rec.results[kind], rec.hash_sensitive))
+            write(fixture_name(kind, rec.version), _lines(cases[kind], rec.results[kind], rec.hash_sensitive))
     parser_results = [rec.results["parser"] for rec in recordings]
     parser_identical = all(r == parser_results[0] for r in parser_results)
     if parser_identical:
         write(fixture_name("parser", None), _lines(cases["parser"], parser_results[0], set()))
     else:
         for rec in recordings:
-            write(fixture_name("parser", rec.version),
-                  _lines(cases["parser"], rec.results["parser"], set()))
+            write(fixture_name("parser", rec.version), _lines(cases["parser"], rec.results["parser"], set()))
 
     provenance = {
         "format": 1,
         "upstream": {
             "repository": UPSTREAM_REPOSITORY,
             "checkouts": {
-                version: {"commit": c.commit, "files": c.files}
-                for version, c in sorted(checkouts.items())
+                version: {"commit": c.commit, "files": c.files} for version, c in sorted(checkouts.items())
             },
             "roles": {
                 "repl": PINNED,
@@ -301,8 +301,9 @@ def record(
         "inputs": _input_hashes(),
         "fixtures": dict(sorted(fixture_files.items())),
     }
-    (out_dir / PROVENANCE).write_text(json.dumps(provenance, indent=2, sort_keys=True) + "\n",
-                                      encoding="utf-8")
+    (out_dir / PROVENANCE).write_text(
+        json.dumps(provenance, indent=2, sort_keys=True) + "\n", encoding="utf-8"
+    )
     return provenance
 
 
@@ -326,8 +327,9 @@ def check(
 def diff_dirs(old: Path, new: Path) -> list[str]:
     """Human-readable differences between two fixture directories, case by case."""
     problems: list[str] = []
-    names = sorted({p.name for p in old.glob("*.jsonl")} | {p.name for p in new.glob("*.jsonl")}
-                   | {PROVENANCE})
+    names = sorted(
+        {p.name for p in old.glob("*.jsonl")} | {p.name for p in new.glob("*.jsonl")} | {PROVENANCE}
+    )
     for name in names:
         a, b = old / name, new / name
         if not a.exists() or not b.exists():
@@ -346,8 +348,11 @@ def diff_dirs(old: Path, new: Path) -> list[str]:
             elif case_id not in before:
                 problems.append(f"{name}: {case_id} is new")
             elif before[case_id] != after[case_id]:
-                field_names = sorted(k for k in before[case_id].keys() | after[case_id].keys()
-                                     if before[case_id].get(k) != after[case_id].get(k))
+                field_names = sorted(
+                    k
+                    for k in before[case_id].keys() | after[case_id].keys()
+                    if before[case_id].get(k) != after[case_id].get(k)
+                )
                 problems.append(f"{name}: {case_id} differs in {field_names}")
     return problems
 
@@ -373,4 +378,3 @@ def verify_provenance(fixtures: FixtureSet) -> list[str]:
         elif sha256_file(path) != meta["sha256"]:
             problems.append(f"{name}: sha256 differs from {PROVENANCE} (edited by hand?)")
     return problems
-

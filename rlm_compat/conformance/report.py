@@ -51,8 +51,11 @@ def render_summary(report: RunReport) -> str:
     for problem in report.registry_problems:
         lines.append(f"deviations.toml: {problem}")
     failing = [
-        (impl.name, r) for impl in report.implementations if impl.gated
-        for r in impl.results if r.status in ("unexplained", "unexpected-pass", "errored")
+        (impl.name, r)
+        for impl in report.implementations
+        if impl.gated
+        for r in impl.results
+        if r.status in ("unexplained", "unexpected-pass", "errored")
     ]
     for name, result in failing[:40]:
         lines.append(f"{result.status.upper()}: {name}: {result.id}: {result.detail}")
@@ -77,8 +80,10 @@ def _md_escape(text: str) -> str:
 
 def _about() -> str:
     """The explanation every markdown report carries (statuses, fixtures, adapters)."""
-    return resources.files(__package__ or "rlm_compat.conformance").joinpath("about.md").read_text(
-        encoding="utf-8"
+    return (
+        resources.files(__package__ or "rlm_compat.conformance")
+        .joinpath("about.md")
+        .read_text(encoding="utf-8")
     )
 
 
@@ -93,29 +98,47 @@ def render_markdown(report: RunReport, command: str = "", reproduce: Sequence[st
     ]
     if command or reproduce:
         out += ["Reproduce:", "", "```sh", *reproduce, *([command] if command else []), "```", ""]
-    out += ["Legend: " + ", ".join(f"{SYMBOLS[s]} {_label(s, True)}" for s in STATUSES)
-            + ". For peers (not gated) ✗ means *differs*.", ""]
+    out += [
+        "Legend: "
+        + ", ".join(f"{SYMBOLS[s]} {_label(s, True)}" for s in STATUSES)
+        + ". For peers (not gated) ✗ means *differs*.",
+        "",
+    ]
 
-    out += ["## Implementations", "",
-            "| implementation | version | Python | fixtures | gated | seconds |",
-            "| --- | --- | --- | --- | --- | --- |"]
+    out += [
+        "## Implementations",
+        "",
+        "| implementation | version | Python | fixtures | gated | seconds |",
+        "| --- | --- | --- | --- | --- | --- |",
+    ]
     for impl in impls:
         info = impl.info
         version = str(info.get("version", "?"))[:12]
         fixtures = "; ".join(f"{k}: {v}" for k, v in impl.fixtures.items())
-        out.append(f"| {impl.name} | {version} | {info.get('python', '?')} | {fixtures} | "
-                   f"{'yes' if impl.gated else 'no (peer)'} | {impl.seconds:.1f} |")
+        out.append(
+            f"| {impl.name} | {version} | {info.get('python', '?')} | {fixtures} | "
+            f"{'yes' if impl.gated else 'no (peer)'} | {impl.seconds:.1f} |"
+        )
     notes = [f"- {impl.name}: {note}" for impl in impls for note in impl.notes]
     if notes:
         out += ["", *notes]
-    out += ["", "## Summary", "",
-            "| implementation | " + " | ".join(_label(s, True) for s in STATUSES) + " |",
-            "| --- |" + " ---: |" * len(STATUSES)]
+    out += [
+        "",
+        "## Summary",
+        "",
+        "| implementation | " + " | ".join(_label(s, True) for s in STATUSES) + " |",
+        "| --- |" + " ---: |" * len(STATUSES),
+    ]
     for impl in impls:
         counts = impl.counts()
         out.append(f"| {impl.name} | " + " | ".join(str(counts[s]) for s in STATUSES) + " |")
-    out += ["", f"Result: **{'FAILED' if report.failed else 'OK'}** (gated implementations: "
-            + ", ".join(i.name for i in impls if i.gated) + ")", ""]
+    out += [
+        "",
+        f"Result: **{'FAILED' if report.failed else 'OK'}** (gated implementations: "
+        + ", ".join(i.name for i in impls if i.gated)
+        + ")",
+        "",
+    ]
     out += [_about().rstrip(), ""]
 
     table: dict[str, dict[str, CaseResult]] = defaultdict(dict)
@@ -132,13 +155,19 @@ def render_markdown(report: RunReport, command: str = "", reproduce: Sequence[st
         topics: dict[str, list[str]] = defaultdict(list)
         for case_id in ids:
             topics[meta[case_id][1]].append(case_id)
-        out += ["| topic | cases | " + " | ".join(i.name for i in impls) + " |",
-                "| --- | ---: |" + " ---: |" * len(impls)]
+        out += [
+            "| topic | cases | " + " | ".join(i.name for i in impls) + " |",
+            "| --- | ---: |" + " ---: |" * len(impls),
+        ]
         for topic, members in sorted(topics.items()):
             cells = []
             for impl in impls:
-                passed = sum(1 for m in members if table[m].get(impl.name) is not None
-                             and table[m][impl.name].status in ("pass", "deviation"))
+                passed = sum(
+                    1
+                    for m in members
+                    if table[m].get(impl.name) is not None
+                    and table[m][impl.name].status in ("pass", "deviation")
+                )
                 cells.append(f"{passed}/{len(members)}")
             out.append(f"| {topic} | {len(members)} | " + " | ".join(cells) + " |")
         out.append("")
@@ -148,14 +177,19 @@ def render_markdown(report: RunReport, command: str = "", reproduce: Sequence[st
         for topic, members in sorted(topics.items()):
             rows = members
             if kind == "parser":
-                rows = [m for m in members
-                        if any(r.status != "pass" and r.status != "skipped"
-                               for r in table[m].values())]
+                rows = [
+                    m
+                    for m in members
+                    if any(r.status != "pass" and r.status != "skipped" for r in table[m].values())
+                ]
                 if not rows:
                     continue
-            out += [f"### {kind}: {topic}", "",
-                    "| case | " + " | ".join(i.name for i in impls) + " |",
-                    "| --- |" + " :---: |" * len(impls)]
+            out += [
+                f"### {kind}: {topic}",
+                "",
+                "| case | " + " | ".join(i.name for i in impls) + " |",
+                "| --- |" + " :---: |" * len(impls),
+            ]
             for case_id in rows:
                 if kind == "parser" and shown >= _PARSER_ROW_CAP:
                     break
@@ -176,7 +210,7 @@ def render_markdown(report: RunReport, command: str = "", reproduce: Sequence[st
         hits = ", ".join(f"{n} {name}" for name, n in sorted(used[entry.number].items()))
         hits = hits or "none in this run"
         out += [
-            f"<a id=\"deviation-{entry.number}\"></a>",
+            f'<a id="deviation-{entry.number}"></a>',
             f"**#{entry.number}** `{entry.kind}` — profile {', '.join(entry.profiles)}"
             + (f" — Python {', '.join(entry.pythons)}" if entry.pythons else "")
             + f" — cases: {', '.join('`' + c + '`' for c in entry.cases)} — matched: {hits}",
@@ -184,8 +218,12 @@ def render_markdown(report: RunReport, command: str = "", reproduce: Sequence[st
             f"> {_md_escape(entry.reason)}",
             "",
         ]
-    problems = [(impl, r) for impl in impls for r in impl.results
-                if r.status in ("unexplained", "unexpected-pass", "errored") and impl.gated]
+    problems = [
+        (impl, r)
+        for impl in impls
+        for r in impl.results
+        if r.status in ("unexplained", "unexpected-pass", "errored") and impl.gated
+    ]
     if problems or report.registry_problems:
         out += ["## Failures", ""]
         out += [f"- deviations.toml: {_md_escape(p)}" for p in report.registry_problems]
@@ -202,12 +240,11 @@ def render_markdown(report: RunReport, command: str = "", reproduce: Sequence[st
                 by_topic[f"{r.kind}: {r.topic}"].append(r)
             for topic, rs in sorted(by_topic.items()):
                 example = rs[0]
-                out.append(f"- {topic}: {len(rs)} — e.g. `{example.id}`: "
-                           f"{_md_escape(example.detail[:200])}")
+                out.append(f"- {topic}: {len(rs)} — e.g. `{example.id}`: {_md_escape(example.detail[:200])}")
             out.append("")
             skipped = _skip_reasons([r for r in impl.results if r.status == "skipped"])
             for detail, n in skipped[:8]:
-                out.append(f"- skipped {n}: {_md_escape(detail[:_DETAIL_CAP * 3])}")
+                out.append(f"- skipped {n}: {_md_escape(detail[: _DETAIL_CAP * 3])}")
             out.append("")
     return "\n".join(out).rstrip() + "\n"
 
@@ -237,10 +274,7 @@ def render_json(report: RunReport) -> str:
                 "notes": impl.notes,
                 "seconds": round(impl.seconds, 2),
                 "counts": impl.counts(),
-                "results": [
-                    {k: v for k, v in vars(r).items() if v not in (None, "")}
-                    for r in impl.results
-                ],
+                "results": [{k: v for k, v in vars(r).items() if v not in (None, "")} for r in impl.results],
             }
             for impl in report.implementations
         ],

@@ -118,8 +118,7 @@ class Progress:
             width = 30
             filled = int(width * min(self.done, self.total) / self.total)
             self.stream.write(
-                f"\r[{'#' * filled}{'.' * (width - filled)}] {self.done}/{self.total} "
-                f"{self.label[:40]:<40}"
+                f"\r[{'#' * filled}{'.' * (width - filled)}] {self.done}/{self.total} {self.label[:40]:<40}"
             )
             self.stream.flush()
 
@@ -190,18 +189,25 @@ def classify(
         return CaseResult(case_id, kind, topic, "unexplained", difference)
     if difference is None:
         return CaseResult(
-            case_id, kind, topic, "unexpected-pass",
+            case_id,
+            kind,
+            topic,
+            "unexpected-pass",
             f"matches upstream, but deviation #{entry.number} ({entry.kind}) says it differs",
-            entry.number, entry.kind,
+            entry.number,
+            entry.kind,
         )
     if entry.expected is not None:
         mismatch = _compare.compare(kind, entry.expected, outcome["result"], "exact")
         if mismatch is not None:
             return CaseResult(
-                case_id, kind, topic, "unexplained",
-                f"differs from upstream and from deviation #{entry.number}'s expected result: "
-                f"{mismatch}",
-                entry.number, entry.kind,
+                case_id,
+                kind,
+                topic,
+                "unexplained",
+                f"differs from upstream and from deviation #{entry.number}'s expected result: {mismatch}",
+                entry.number,
+                entry.kind,
             )
     return CaseResult(case_id, kind, topic, "deviation", difference, entry.number, entry.kind)
 
@@ -225,8 +231,13 @@ def _run_one(
                 if selector(line["id"]):
                     progress.advance(label=f"{adapter.name} {line['id']}")
                     run.results.append(
-                        CaseResult(line["id"], kind, line["input"].get("topic", ""), "errored",
-                                   f"implementation did not start: {exc}")
+                        CaseResult(
+                            line["id"],
+                            kind,
+                            line["input"].get("topic", ""),
+                            "errored",
+                            f"implementation did not start: {exc}",
+                        )
                     )
         return run
     python = _major_minor(str(run.info.get("python", platform.python_version())))
@@ -264,7 +275,7 @@ def _batched(
 ) -> Iterable[dict[str, Any]]:
     size = _PARSER_BATCH if kind == "parser" else _CASE_BATCH
     for start in range(0, len(lines), size):
-        chunk = lines[start:start + size]
+        chunk = lines[start : start + size]
         try:
             outcomes = adapter.run_many(kind, [line["input"] for line in chunk])
         except Exception as exc:  # the driver could not even be restarted
@@ -287,9 +298,7 @@ def run_conformance(
     registry = registry if registry is not None else Registry.load(fixtures.root / DEVIATIONS)
     lines = _Lines(fixtures)
     here = _major_minor(platform.python_version())
-    total = sum(
-        1 for kind in kinds for line in lines.for_python(kind, here) if selector(line["id"])
-    )
+    total = sum(1 for kind in kinds for line in lines.for_python(kind, here) if selector(line["id"]))
     problems = registry.check_against(lines.all_ids(KIND_ORDER)) if set(kinds) == set(KIND_ORDER) else []
     progress = Progress(total * len(adapters), progress_stream, progress_enabled)
     runs = [_run_one(a, lines, registry, kinds, selector, progress) for a in adapters]

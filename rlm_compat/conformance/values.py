@@ -207,8 +207,7 @@ def encode(value: Any) -> Any:
 
 def canonical(value: Any) -> str:
     """The one JSON text of an encoded value: sorted keys, no spaces, ASCII-safe escapes kept."""
-    return json.dumps(value, sort_keys=True, ensure_ascii=False, separators=(",", ":"),
-                      allow_nan=False)
+    return json.dumps(value, sort_keys=True, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
 
 
 def decode(data: Any) -> Any:
@@ -253,9 +252,7 @@ def _decode_tag(tag: str, body: Any) -> Any:
             raise DecodeError(f"{tag}: invalid base64 ({exc})") from None
         return raw if tag == "$bytes" else bytearray(raw)
     if tag == "$dict":
-        if not isinstance(body, list) or not all(
-            isinstance(p, list) and len(p) == 2 for p in body
-        ):
+        if not isinstance(body, list) or not all(isinstance(p, list) and len(p) == 2 for p in body):
             raise DecodeError("$dict takes a list of [key, value] pairs")
         return {_hashable(decode(k)): decode(v) for k, v in body}
     if tag == "$module":

@@ -54,14 +54,30 @@ class MessageTooLarge(Exception):
 
 
 _EXCEPTIONS = frozenset(
-    name for name, value in vars(builtins).items()
+    name
+    for name, value in vars(builtins).items()
     if isinstance(value, type) and issubclass(value, BaseException)
 )
 _SAFE_GLOBALS = {
-    "builtins": frozenset({
-        "bool", "bytearray", "bytes", "complex", "dict", "float", "frozenset", "int", "list",
-        "range", "set", "slice", "str", "tuple",
-    }) | _EXCEPTIONS,
+    "builtins": frozenset(
+        {
+            "bool",
+            "bytearray",
+            "bytes",
+            "complex",
+            "dict",
+            "float",
+            "frozenset",
+            "int",
+            "list",
+            "range",
+            "set",
+            "slice",
+            "str",
+            "tuple",
+        }
+    )
+    | _EXCEPTIONS,
     "collections": frozenset({"Counter", "OrderedDict", "defaultdict", "deque"}),
     "datetime": frozenset({"date", "datetime", "time", "timedelta", "timezone"}),
     "decimal": frozenset({"Decimal"}),
@@ -96,8 +112,11 @@ class _SafeUnpickler(pickle.Unpickler):
 
     def persistent_load(self, pid: Any) -> Any:
         if self._stand_in is None or not (
-            isinstance(pid, tuple) and len(pid) == 3 and pid[0] == "stand-in"
-            and isinstance(pid[1], str) and isinstance(pid[2], str)
+            isinstance(pid, tuple)
+            and len(pid) == 3
+            and pid[0] == "stand-in"
+            and isinstance(pid[1], str)
+            and isinstance(pid[2], str)
         ):
             raise pickle.UnpicklingError("unexpected persistent id")
         return self._stand_in(pid[1], pid[2])

@@ -70,6 +70,7 @@ def resident_bytes() -> int | None:
     except (OSError, ValueError, IndexError):
         return None
 
+
 _HOST_POLL = 0.05
 
 _set_async_exc = ctypes.pythonapi.PyThreadState_SetAsyncExc
@@ -89,8 +90,20 @@ class Deadline:
     """The timeout of one execution: when it ends, and whether a host call is pausing it."""
 
     __slots__ = (
-        "baseline", "budget", "deadline", "fired", "host_sandbox", "host_since", "in_host",
-        "last_poll", "lock", "memory_limit", "running", "stop", "tid", "timeout",
+        "baseline",
+        "budget",
+        "deadline",
+        "fired",
+        "host_sandbox",
+        "host_since",
+        "in_host",
+        "last_poll",
+        "lock",
+        "memory_limit",
+        "running",
+        "stop",
+        "tid",
+        "timeout",
     )
 
     def __init__(self, timeout: float, memory_limit: int | None = None) -> None:
@@ -194,6 +207,8 @@ _HOST_CODE: set[object] = set()
 def host_code(fn: Callable[..., object]) -> None:
     """Count time spent in ``fn`` (a sandbox-package function) as host time, not the step's."""
     _HOST_CODE.add(fn.__code__)
+
+
 _CURRENT: dict[int, Deadline] = {}
 """The innermost running execution of each thread (for the watchdog's look at its frames)."""
 
@@ -230,9 +245,7 @@ class _Watchdog:
             if math.isfinite(d.deadline):
                 heapq.heappush(self._heap, (d.deadline, next(self._seq), d))
             if self._thread is None or not self._thread.is_alive():
-                self._thread = threading.Thread(
-                    target=self._run, name="rlm-compat-watchdog", daemon=True
-                )
+                self._thread = threading.Thread(target=self._run, name="rlm-compat-watchdog", daemon=True)
                 self._thread.start()
             elif (d.baseline is not None and len(self._memory) == 1) or (
                 self._heap and self._heap[0][2] is d
@@ -306,9 +319,7 @@ def session_generator_tick(session: Session) -> Callable[[], None]:
 def _generator_tick(at_home: bool) -> None:
     state = LOCAL.state
     d = state.deadline if state is not None else None
-    late = d is not None and (
-        d.stop is not None or (d.in_host == 0 and monotonic() >= d.deadline)
-    )
+    late = d is not None and (d.stop is not None or (d.in_host == 0 and monotonic() >= d.deadline))
     if not at_home or late:
         if sys.exc_info()[0] is GeneratorExit:
             raise GeneratorExit
@@ -358,5 +369,3 @@ def run_with_deadline(
             _CURRENT.pop(deadline.tid, None)
         else:
             _CURRENT[deadline.tid] = outer
-
-

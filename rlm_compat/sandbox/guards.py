@@ -83,9 +83,7 @@ def _refuse_name(name: Any) -> None:
     if type(name) is not str:
         raise TypeError(f"attribute name must be a string, not {type(name).__name__}")
     if name.startswith("_"):
-        raise ForbiddenAttributeError(
-            f'"{name}" is an invalid attribute name because it starts with "_"'
-        )
+        raise ForbiddenAttributeError(f'"{name}" is an invalid attribute name because it starts with "_"')
     if name in BLOCKED_ATTRIBUTES:
         raise ForbiddenAttributeError(f'"{name}" is a restricted name in the sandbox')
 

@@ -45,9 +45,7 @@ class HostCall:
 
     def __new__(cls, fn: Callable[..., Any], token: object = None, kind: str = "call") -> HostCall:
         if token is not _TOKEN:
-            raise TypeError(
-                "host functions can only be made by host code (rlm_compat.sandbox.host_call)"
-            )
+            raise TypeError("host functions can only be made by host code (rlm_compat.sandbox.host_call)")
         self = object.__new__(cls)
         object.__setattr__(self, "_fn", fn)
         object.__setattr__(self, "_kind", kind)

@@ -84,8 +84,11 @@ class InlineRunner:
             raise error_type(self._texts.compile_error(issues, wheres))
         sink = CappedText(self.config.max_output_chars)
         outcome = self._guarded(
-            env, sink, lambda namespace: self._run(compiled, program, namespace, env, sink),
-            compiled, program,
+            env,
+            sink,
+            lambda namespace: self._run(compiled, program, namespace, env, sink),
+            compiled,
+            program,
         )
         if isinstance(outcome, _Failure):
             raise outcome.error_type(outcome.text)
@@ -131,7 +134,11 @@ class InlineRunner:
             else None
         )
         state = ExecState(
-            sink, self.config.max_output_chars, env, self._session, deadline,
+            sink,
+            self.config.max_output_chars,
+            env,
+            self._session,
+            deadline,
             self.config.limits.answer_chars,
         )
         if self.config.profile.separate_scopes:
@@ -212,9 +219,7 @@ class InlineRunner:
                     raise
         return None
 
-    def _failure(
-        self, exc: BaseException, compiled: Compiled | None, program: Program | None
-    ) -> _Failure:
+    def _failure(self, exc: BaseException, compiled: Compiled | None, program: Program | None) -> _Failure:
         if isinstance(exc, SandboxViolation):
             error_type: type[REPLError] = REPLSecurityError
         elif isinstance(exc, REPLError):
@@ -240,8 +245,16 @@ class InlineRunner:
 
 _ABSENT = object()
 _HOT_NAMES = (
-    "_getattr_", "_write_", "_rlm_type_", "_rlm_plain_types_", "_rlm_writable_types_",
-    "_rlm_print_", "_rlm_getattr_format_", "_rlm_mul_", "_rlm_pow_", "__warningregistry__",
+    "_getattr_",
+    "_write_",
+    "_rlm_type_",
+    "_rlm_plain_types_",
+    "_rlm_writable_types_",
+    "_rlm_print_",
+    "_rlm_getattr_format_",
+    "_rlm_mul_",
+    "_rlm_pow_",
+    "__warningregistry__",
 )
 
 _RAISE_OPCODES = frozenset(dis.opmap[n] for n in ("RAISE_VARARGS", "RERAISE") if n in dis.opmap)

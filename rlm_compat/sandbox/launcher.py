@@ -39,9 +39,7 @@ class Launch:
 
     def run(self) -> None:
         try:
-            self._process = self.environment.start_process(
-                self.argv, pass_fds=self.pass_fds, cwd=self.cwd
-            )
+            self._process = self.environment.start_process(self.argv, pass_fds=self.pass_fds, cwd=self.cwd)
         except BaseException as exc:
             self._error = exc
         finally:

@@ -112,7 +112,10 @@ def _own_sink(session: Session) -> Any:
 
 
 def sandbox_print(
-    *objects: Any, sep: str | None = None, end: str | None = None, file: Any = None,
+    *objects: Any,
+    sep: str | None = None,
+    end: str | None = None,
+    file: Any = None,
     flush: bool = False,
 ) -> None:
     """``print`` for sandboxed code: the current execution's sink, or ``file.write`` if given."""
@@ -132,11 +135,13 @@ def session_print(session: Session) -> Callable[..., None]:
     """``print`` for ``session``'s code: into its own step's sink, else nowhere."""
 
     def print_(
-        *objects: Any, sep: str | None = None, end: str | None = None, file: Any = None,
+        *objects: Any,
+        sep: str | None = None,
+        end: str | None = None,
+        file: Any = None,
         flush: bool = False,
     ) -> None:
-        _print(*objects, sep=sep, end=end, file=_own_sink(session) if file is None
-               else _file_target(file))
+        _print(*objects, sep=sep, end=end, file=_own_sink(session) if file is None else _file_target(file))
 
     print_.__name__ = print_.__qualname__ = "print"
     return print_

@@ -59,15 +59,34 @@ def _rp9() -> bool:
 
     return int(metadata.version("RestrictedPython").split(".")[0]) >= 9
 
+
 _RUN_TAGS = frozenset({"", "python", "py", "python3", "py3", "repl"})
 _OPEN = re.compile(r"^([ \t]{0,3})(`{3,}|~{3,})[ \t]*([^\s`]*)[^`]*$")
 _TRAILING_KEYWORDS = ("=", "import", "def", "class", "if", "for", "while", "with")
 
-_EXTRA_DUNDERS = frozenset({
-    "__len__", "__iter__", "__next__", "__getitem__", "__setitem__", "__delitem__", "__hash__",
-    "__bool__", "__call__", "__add__", "__sub__", "__mul__", "__truediv__", "__floordiv__",
-    "__mod__", "__neg__", "__radd__", "__rsub__", "__rmul__",
-})
+_EXTRA_DUNDERS = frozenset(
+    {
+        "__len__",
+        "__iter__",
+        "__next__",
+        "__getitem__",
+        "__setitem__",
+        "__delitem__",
+        "__hash__",
+        "__bool__",
+        "__call__",
+        "__add__",
+        "__sub__",
+        "__mul__",
+        "__truediv__",
+        "__floordiv__",
+        "__mod__",
+        "__neg__",
+        "__radd__",
+        "__rsub__",
+        "__rmul__",
+    }
+)
 """Special methods a sandboxed class may define beyond RestrictedPython's few (no __str__,
 __repr__, __del__, __getattr__, __exit__...: host code may call those after the deadline)."""
 
@@ -537,9 +556,7 @@ class _FastPlain(ast.NodeTransformer):
             return node
         name = args[1].value if len(args) == 2 and isinstance(args[1], ast.Constant) else None
         if func.id == "_getattr_" and isinstance(name, str):
-            fast: ast.expr = ast.Attribute(
-                value=ast.Name(receiver.id, ast.Load()), attr=name, ctx=ast.Load()
-            )
+            fast: ast.expr = ast.Attribute(value=ast.Name(receiver.id, ast.Load()), attr=name, ctx=ast.Load())
             kinds = "_rlm_plain_types_"
         elif func.id == "_write_" and len(args) == 1:
             fast = ast.Name(receiver.id, ast.Load())

@@ -134,9 +134,11 @@ class ProcessRunner:
             raise REPLError(Texts.no_worker(f"it failed to start: {exc}")) from None
         if reply.get("op") != "ready":
             self._drop()
-            raise REPLError(Texts.no_worker(
-                f"it speaks protocol {reply.get('protocol')!r}, not {PROTOCOL}; reinstall rlm_compat"
-            ))
+            raise REPLError(
+                Texts.no_worker(
+                    f"it speaks protocol {reply.get('protocol')!r}, not {PROTOCOL}; reinstall rlm_compat"
+                )
+            )
         self._channel = channel
         self._sent = {}
         return channel
@@ -286,7 +288,8 @@ class ProcessRunner:
             return self._outcome(reply["result"])
         note = "\n" + "\n".join(
             f"Note: variable {key!r} could not be passed into the REPL worker process ({why}); "
-            "the code does not see it" for key, why in sorted(unsent.items())
+            "the code does not see it"
+            for key, why in sorted(unsent.items())
         )
         try:
             return self._outcome(reply["result"]) + note

@@ -20,8 +20,7 @@ from typing import Any
 
 __all__ = ["SANDBOX_RE", "sandbox_re_functions"]
 
-_FUNCTIONS = ("compile", "search", "match", "fullmatch", "split", "findall", "finditer", "sub",
-              "subn")
+_FUNCTIONS = ("compile", "search", "match", "fullmatch", "split", "findall", "finditer", "sub", "subn")
 
 
 def _rebound(fn: Any, namespace: dict[str, Any]) -> Any:

@@ -60,6 +60,7 @@ __all__ = [
     "start_worker",
 ]
 
+
 class WorkerStartError(OSError):
     """No worker could be started (the runner turns it into a REPLError observation)."""
 
@@ -99,8 +100,9 @@ def _environment(root: str) -> LocalExecutionEnvironment:
     )
 
 
-def _reap(zygote: ZygoteClient | None, process: subprocess.Popen[bytes] | None, pid: int,
-          workdir: str) -> None:
+def _reap(
+    zygote: ZygoteClient | None, process: subprocess.Popen[bytes] | None, pid: int, workdir: str
+) -> None:
     if process is not None:
         if process.returncode is None:
             try:
@@ -203,9 +205,7 @@ class WorkerHandle:
         self._lock = threading.Lock()
         self._reaped = False
         orphans = _state.orphans
-        self._finalizer = weakref.finalize(
-            self, orphans.append, lambda: _reap(zygote, process, pid, workdir)
-        )
+        self._finalizer = weakref.finalize(self, orphans.append, lambda: _reap(zygote, process, pid, workdir))
 
     def __repr__(self) -> str:
         how = "spawned" if self._process is not None else "forked"
@@ -295,9 +295,7 @@ def start_worker(limits: Limits, start_method: str, entry: str = DEFAULT_ENTRY) 
             for attempt in (1, 2):
                 zygote = state.ensure_zygote(_preload_for(entry))
                 try:
-                    pid = zygote.fork(
-                        child_end.fileno(), limits=limits, cwd=workdir, env=env, entry=entry
-                    )
+                    pid = zygote.fork(child_end.fileno(), limits=limits, cwd=workdir, env=env, entry=entry)
                     break
                 except ZygoteError as exc:
                     if attempt == 2 or not zygote.closed:

@@ -23,6 +23,7 @@ class _Issue(Protocol):
     @property
     def upstream_text(self) -> str: ...
 
+
 __all__ = ["NO_CODE", "NO_OUTPUT", "Texts"]
 
 NO_CODE = "No code to execute"

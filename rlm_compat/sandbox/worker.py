@@ -40,6 +40,7 @@ _PARENTS = b"parent"
 _MIN_STEP_ROOM = 32 << 20
 """Address space a step always gets, even when the session already holds its whole allowance."""
 
+
 class _Remote:
     """A host function living in the parent: each call is one round trip on the channel."""
 
@@ -232,18 +233,28 @@ def serve(sock: socket.socket) -> None:
             session.cap()
             result = _result(runner.execute, message["code"], session.ns)
             values, removed = session.changes()
-            channel.send({
-                "op": "done", "result": result, "values": values, "removed": removed,
-                "unloadable": failed,
-            })
+            channel.send(
+                {
+                    "op": "done",
+                    "result": result,
+                    "values": values,
+                    "removed": removed,
+                    "unloadable": failed,
+                }
+            )
         elif op == "render":
             failed = session.sync(message)
             session.cap()
             result = _result(runner.render, session.ns, message["name"])
             values, removed = session.changes()
-            channel.send({
-                "op": "done", "result": result, "values": values, "removed": removed,
-                "unloadable": failed,
-            })
+            channel.send(
+                {
+                    "op": "done",
+                    "result": result,
+                    "values": values,
+                    "removed": removed,
+                    "unloadable": failed,
+                }
+            )
         else:
             channel.send({"op": "refused", "protocol": PROTOCOL})

@@ -316,9 +316,7 @@ class ZygoteClient:
             f"serve({child_end.fileno()}, {os.getpid()}, {tuple(preload)!r})"
         )
         self._child_end: socket.socket | None = child_end
-        self._launch = launcher.submit(
-            environment, python_argv(statement), pass_fds=(child_end.fileno(),)
-        )
+        self._launch = launcher.submit(environment, python_argv(statement), pass_fds=(child_end.fileno(),))
         self._process: subprocess.Popen[bytes] | None = None
         self._closed = False
         self._owner = os.getpid()
@@ -370,9 +368,7 @@ class ZygoteClient:
             raise ZygoteError(f"the REPL fork server refused: {reply!r}")
         return reply
 
-    def fork(
-        self, channel_fd: int, *, limits: Limits, cwd: str, env: Mapping[str, str], entry: str
-    ) -> int:
+    def fork(self, channel_fd: int, *, limits: Limits, cwd: str, env: Mapping[str, str], entry: str) -> int:
         """A new worker's pid; ``channel_fd`` becomes its fd 3 (the caller still closes its copy)."""
         reply = self.request(
             {
