@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import re
-import sys
 
 import pytest
+import upstream_truth as truth
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -240,39 +240,20 @@ def test_fixed_empty_message_shows_the_type_alone() -> None:
     assert str(error_of("raise ValueError()")) == "Execution error: ValueError (line 1)"
 
 
-@pytest.mark.parametrize(
-    ("code", "text"),
-    [
-        ("raise ValueError()", "Execution error: "),
-        ("d = {}\nd['a']", "Execution error: 'a'"),
-        ("1/0", "Execution error: division by zero"),
-        (
-            "def f(:",
-            "Execution error: Compilation error: Line 1: SyntaxError: invalid syntax at statement: 'def f(:'",
-        ),
-        (
-            "_a = 1\n_b = 2",
-            'Execution error: Compilation error: Line 1: "_a" is an invalid '
-            'variable name because it starts with "_", Line 2: "_b" is an invalid '
-            'variable name because it starts with "_"',
-        ),
-    ],
-)
-def test_upstream_error_texts(code: str, text: str) -> None:
-    if "def f(:" in code and sys.version_info < (3, 10):  # pragma: no cover
-        pytest.skip("message differs before 3.10")
-    assert str(error_of(code, profile="upstream")) == text
+ERROR_TEXTS = truth.recorded("error_texts")
 
 
-@pytest.mark.parametrize(
-    ("code", "text"),
-    [
-        ("break", "Execution error: 'break' outside loop (<string>, line 1)"),
-        ("x = 1\ncontinue", "Execution error: 'continue' not properly in loop (<string>, line 2)"),
-    ],
-)
-def test_upstream_compile_errors_found_by_cpython_are_wrapped_once(code: str, text: str) -> None:
-    assert str(error_of(code, profile="upstream")) == text
+@pytest.mark.parametrize("line", ERROR_TEXTS, ids=[truth.name(line) for line in ERROR_TEXTS])
+def test_upstream_error_texts_as_recorded(line: dict) -> None:
+    truth.skip_unless_comparable(line)
+    [code] = line["input"]["steps"]
+    [step] = truth.recorded_steps(line)
+    assert str(error_of(code, profile="upstream")) == truth.shown(step)
+
+
+@pytest.mark.parametrize("name", ["break_outside_loop", "continue_outside_loop"])
+def test_fixed_compile_errors_found_by_cpython_are_syntax_errors(name: str) -> None:
+    [code] = truth.line(f"repl.error_texts.{name}")["input"]["steps"]
     assert str(error_of(code)).startswith("Execution error: SyntaxError: ")
 
 

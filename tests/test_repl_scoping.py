@@ -2,81 +2,49 @@
 
 from __future__ import annotations
 
-import sys
-
 import pytest
+import upstream_truth as truth
 
 from rlm_compat.errors import REPLError
 from rlm_compat.profiles import Profile
 from rlm_compat.repl import REPLExecutor
 
-PY312 = sys.version_info >= (3, 12)
-
-# (code run after `context = "abcdefghij"`, output in fixed, upstream error or output)
-CASES = [
-    (
-        "list_comprehension",
-        "print([context[i:i+3] for i in range(0, 9, 3)])",
-        "['abc', 'def', 'ghi']",
-        "['abc', 'def', 'ghi']" if PY312 else "Execution error: name 'context' is not defined",
-    ),
-    (
-        "set_comprehension",
-        "print(len({context[i] for i in range(3)}))",
-        "3",
-        "3" if PY312 else "Execution error: name 'context' is not defined",
-    ),
-    (
-        "dict_comprehension",
-        "print({i: context[i] for i in range(2)})",
-        "{0: 'a', 1: 'b'}",
-        "{0: 'a', 1: 'b'}" if PY312 else "Execution error: name 'context' is not defined",
-    ),
-    (
-        "generator_body",
-        "print(sum(1 for i in range(3) if context[i] == 'a'))",
-        "1",
-        "Execution error: name 'context' is not defined",
-    ),
-    ("lambda", "f = lambda: context[:2]\nprint(f())", "ab", "Execution error: name 'context' is not defined"),
-    (
-        "function_reads_top_level",
-        "def f():\n    return context[-1]\nprint(f())",
-        "j",
-        "Execution error: name 'context' is not defined",
-    ),
-    (
-        "recursion",
-        "def fib(n):\n    return n if n < 2 else fib(n - 1) + fib(n - 2)\nprint(fib(12))",
-        "144",
-        "Execution error: name 'fib' is not defined",
-    ),
-    (
-        "nested_function",
-        "def outer():\n    def inner():\n        return len(context)\n    return inner()\nprint(outer())",
-        "10",
-        "Execution error: name 'context' is not defined",
-    ),
-    (
-        "global_statement",
-        "def bump():\n    global counter\n    counter = 7\nbump()\nprint(counter)",
-        "7",
-        "7",
-    ),
-]
+# rlm_compat's own expectation in profile fixed (one namespace), by case of
+# inputs/repl/namespaces.toml; what upstream does on each Python is recorded in the fixtures.
+FIXED = {
+    "list_comprehension": "['abc', 'def', 'ghi']",
+    "set_comprehension": "3",
+    "dict_comprehension": "{0: 'a', 1: 'b'}",
+    "generator_body": "1",
+    "lambda": "ab",
+    "function_reads_top_level": "j",
+    "recursion": "144",
+    "nested_function": "10",
+    "global_statement": "7",
+}
 
 
-@pytest.mark.parametrize(("name", "code", "fixed", "upstream"), CASES, ids=[c[0] for c in CASES])
-@pytest.mark.parametrize("profile", ["fixed", "upstream"])
-def test_scoping(profile: str, name: str, code: str, fixed: str, upstream: str) -> None:
-    ex = REPLExecutor(profile=profile)
+NAMESPACES = truth.recorded("namespaces")
+
+
+def _run(code: str, profile: str) -> str:
     env: dict = {"context": "abcdefghij"}
-    expected = fixed if profile == "fixed" else upstream
     try:
-        out = ex.execute(code, env)
+        return REPLExecutor(profile=profile).execute(code, env)
     except REPLError as exc:
-        out = str(exc)
-    assert out == expected
+        return str(exc)
+
+
+@pytest.mark.parametrize("line", NAMESPACES, ids=[truth.name(line) for line in NAMESPACES])
+def test_scoping_as_upstream_recorded(line: dict) -> None:
+    truth.skip_unless_comparable(line)
+    assert truth.replay(line, error=REPLError) == truth.recorded_steps(line)
+
+
+@pytest.mark.parametrize(("name", "fixed"), FIXED.items(), ids=list(FIXED))
+def test_scoping_fixed(name: str, fixed: str) -> None:
+    [code] = truth.line(f"repl.namespaces.{name}")["input"]["steps"]
+    assert _run(code, "fixed") == fixed
 
 
 def test_fixed_functions_see_later_and_earlier_steps() -> None:

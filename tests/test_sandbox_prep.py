@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+import upstream_truth as truth
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -20,47 +21,39 @@ def outcome(code: str, profile: str = "fixed", env: dict | None = None) -> str:
 
 # --- fences -------------------------------------------------------------------------------------
 
-FENCE_CASES = [
-    ("python", "```python\nprint(1)\n```", "1", "1"),
-    ("py", "```py\nprint(1)\n```", "1", "Execution error: name 'py' is not defined"),
-    ("python3", "```python3\nprint(1)\n```", "1", "1"),  # upstream runs `3` then print(1)
-    ("repl", "```repl\nprint(1)\n```", "1", "Execution error: name 'repl' is not defined"),
-    ("bare", "```\nprint(1)\n```", "1", "1"),
-    ("prose_around", "I will count.\n```python\nprint(2)\n```\nThat is all, FINAL soon.", "2", "2"),
-    (
-        "two_blocks",
-        "```python\nx = 1\n```\nand then\n```python\nprint(x + 1)\n```",
-        "2",
-        "Code executed successfully (no output)",
-    ),  # only the first block runs upstream
-    ("other_tag_ignored", "```text\nnot code\n```\n```python\nprint(3)\n```", "3", "3"),
-    (
-        "tilde",
-        "~~~python\nprint(4)\n~~~",
-        "4",
-        "Execution error: Compilation error: Line 3: SyntaxError: invalid syntax at statement: '~~~'",
-    ),
-    ("no_fence", "x = 5\nprint(x)", "5", "5"),
-    (
-        "unclosed",
-        "```python\nprint(6)",
-        "6",
-        "Execution error: Compilation error: Line 1: SyntaxError: invalid syntax at statement: '```python'",
-    ),
-    (
-        "only_prose_block",
-        "```text\nhello\n```",
-        "No code to execute",
-        "Execution error: name 'text' is not defined",
-    ),
-    ("indented_fence", "1. step\n   ```python\n   print(7)\n   ```", "7", "7"),
-]
+# rlm_compat's own expectation in profile fixed, by case of inputs/repl/prep.toml (what upstream does
+# with the same text is recorded in the fixtures).
+FIXED_FENCES = {
+    "python": "1",
+    "py": "1",
+    "python3": "1",
+    "repl": "1",
+    "bare": "1",
+    "prose_around": "2",
+    "two_blocks": "2",
+    "other_tag_ignored": "3",
+    "tilde": "4",
+    "no_fence": "5",
+    "unclosed": "6",
+    "only_prose_block": "No code to execute",
+    "indented_fence": "7",
+}
 
 
-@pytest.mark.parametrize(("name", "text", "fixed", "upstream"), FENCE_CASES, ids=[c[0] for c in FENCE_CASES])
-@pytest.mark.parametrize("profile", ["fixed", "upstream"])
-def test_fences(profile: str, name: str, text: str, fixed: str, upstream: str) -> None:
-    assert outcome(text, profile) == (fixed if profile == "fixed" else upstream)
+PREP = truth.recorded("prep")
+
+
+@pytest.mark.parametrize("line", PREP, ids=[truth.name(line) for line in PREP])
+def test_fences_and_last_line_as_upstream_recorded(line: dict) -> None:
+    truth.skip_unless_comparable(line)
+    [step] = truth.recorded_steps(line)
+    assert outcome(line["input"]["steps"][0], "upstream") == truth.shown(step)
+
+
+@pytest.mark.parametrize(("name", "fixed"), FIXED_FENCES.items(), ids=list(FIXED_FENCES))
+def test_fences_fixed(name: str, fixed: str) -> None:
+    [text] = truth.line(f"repl.prep.fence_{name}")["input"]["steps"]
+    assert outcome(text) == fixed
 
 
 @given(
@@ -77,28 +70,25 @@ def test_all_blocks_join_in_order(blocks: list[str], prose: str) -> None:
 # --- the last expression ------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(
-    ("code", "fixed", "upstream"),
-    [
-        ("x = []\nx.append(1)\nprint(x)", "[1]", "[1]"),
-        (
-            "x = []\nx.append(1)",
-            "Code executed successfully (no output)",
-            "Code executed successfully (no output)",
-        ),
-        ("diff = 5\ndiff", "5", "Code executed successfully (no output)"),
-        ("platform = 3\nplatform", "3", "Code executed successfully (no output)"),
-        ("x = 5\nif x > 3:\n    x", "Code executed successfully (no output)", "5"),
-        ("'text'", "text", "text"),
-        ("None", "Code executed successfully (no output)", "Code executed successfully (no output)"),
-        ("print(1)\nprint(2)\n3", "1\n2\n3", "1\n2\n3"),
-        ("def f():\n    return 4\nf()", "4", "4"),
-        ("[1,\n 2]", "[1, 2]", "Code executed successfully (no output)"),
-    ],
-)
-@pytest.mark.parametrize("profile", ["fixed", "upstream"])
-def test_last_expression(profile: str, code: str, fixed: str, upstream: str) -> None:
-    assert outcome(code, profile) == (fixed if profile == "fixed" else upstream)
+# Profile fixed shows the value of the last expression statement once, whatever its name or shape.
+FIXED_LAST = {
+    "append_then_print": "[1]",
+    "append_last": "Code executed successfully (no output)",
+    "skipped_name_diff": "5",
+    "skipped_name_platform": "3",
+    "indented_last_line": "Code executed successfully (no output)",
+    "string_last": "text",
+    "none_last": "Code executed successfully (no output)",
+    "prints_then_value": "1\n2\n3",
+    "call_last": "4",
+    "multiline_last_expression": "[1, 2]",
+}
+
+
+@pytest.mark.parametrize(("name", "fixed"), FIXED_LAST.items(), ids=list(FIXED_LAST))
+def test_last_expression_fixed(name: str, fixed: str) -> None:
+    [code] = truth.line(f"repl.prep.last_{name}")["input"]["steps"]
+    assert outcome(code) == fixed
 
 
 @pytest.mark.parametrize("profile", ["fixed", "upstream"])
