@@ -7,6 +7,7 @@ import sys
 from typing import Any
 
 import pytest
+import upstream_truth as truth
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from parser_model import (
@@ -22,6 +23,7 @@ from parser_model import (
 )
 
 from rlm_compat import parser
+from rlm_compat.conformance import values
 
 _MANY = settings(max_examples=700, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
@@ -85,22 +87,29 @@ def test_model_character_classes_equal_re_classes() -> None:
     assert re.findall(r"\w", every) == [c for c in every if c.isalnum() or c == "_"]
 
 
-@pytest.mark.parametrize(
-    ("response", "env", "extracted", "final"),
-    [
-        # Documented quirks of 2fb46cc (../shared/reference/upstream-2fb46cc.md).
-        ('FINAL ("x")', {}, "x", False),
-        ('FINAL("""a""")\nthen FINAL("""b""")', {}, 'a""")\nthen FINAL("""b', True),
-        ('FINAL("a")\nFINAL("""b""")', {}, "b", True),
-        ("FINAL('a')\nFINAL(\"b\")", {}, "b", True),
-        ('FINAL("say \\"hi\\"")', {}, "say \\", True),
-        ('FINAL("  padded\n")', {}, "padded", True),
-        ("x = 1\nFINAL_VAR(x)", {}, None, True),
-        ("FINAL_VAR (x)", {"x": 1}, "1", False),
-        ('MY_FINAL("x")', {}, "x", True),
-        ("FINAL(answer)", {"answer": "A"}, None, True),
-    ],
-)
-def test_documented_quirks(response: str, env: dict[str, Any], extracted: str | None, final: bool) -> None:
-    assert parser.parse_response(response, env) == extracted
-    assert parser.is_final(response) is final
+# Documented quirks of 2fb46cc (../shared/reference/upstream-2fb46cc.md), as parser edge cases whose
+# results are recorded from the checkout (upstream_fixtures/parser.jsonl).
+QUIRK_CASES = [
+    "space_before_paren",
+    "greedy_triple",
+    "triple_beats_earlier_double",
+    "double_beats_earlier_single",
+    "escaped_double_quote",
+    "padded_answer_stripped",
+    "assign_then_final_var",
+    "final_var_space_not_final",
+    "prefixed_name",
+    "unquoted_name_present",
+]
+
+
+@pytest.mark.parametrize("name", QUIRK_CASES)
+def test_documented_quirks(name: str) -> None:
+    line = truth.parser_line(f"parser.edge.{name}")
+    response, env = line["input"]["response"], values.decode(line["input"]["env"])
+    assert {
+        "extract_final": parser.extract_final(response),
+        "extract_final_var": parser.extract_final_var(response, env),
+        "is_final": parser.is_final(response),
+        "parse_response": parser.parse_response(response, env),
+    } == line["expected"]

@@ -27,11 +27,20 @@ PYTHON = f"{sys.version_info.major}.{sys.version_info.minor}"
 
 
 @functools.cache
-def _repl_lines() -> dict[str, dict[str, Any]]:
-    path, _version, _note = FixtureSet.open().select("repl", PYTHON)
+def _lines(kind: str) -> dict[str, dict[str, Any]]:
+    path, _version, _note = FixtureSet.open().select(kind, PYTHON)
     if path is None:
-        raise LookupError(f"no recorded REPL fixtures for Python {PYTHON}; run `rlm-compat record`")
+        raise LookupError(f"no recorded {kind} fixtures for Python {PYTHON}; run `rlm-compat record`")
     return {line["id"]: line for line in read_jsonl(path)}
+
+
+def _repl_lines() -> dict[str, dict[str, Any]]:
+    return _lines("repl")
+
+
+def parser_line(case_id: str) -> dict[str, Any]:
+    """One recorded parser fixture line by its full id (``parser.edge.greedy_triple``)."""
+    return _lines("parser")[case_id]
 
 
 @functools.cache
