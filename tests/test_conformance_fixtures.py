@@ -208,6 +208,25 @@ def test_hand_edited_fixture_is_detected(tmp_path: Path) -> None:
     assert problems == ["loop.py3.11.jsonl: sha256 differs from PROVENANCE.json (edited by hand?)"]
 
 
+# An implementation that enforces `timeout` (rlm_compat) waits it out on every case that hung
+# upstream; at the default 5 s, six such cases once made the default conformance run a minute longer.
+HANG_TIMEOUT_LIMIT = 1
+
+
+def test_cases_that_hung_upstream_set_a_short_timeout() -> None:
+    slow = sorted(
+        {
+            line["id"]
+            for kind, path in _files()
+            if kind == "repl"
+            for line in read_jsonl(path)
+            if any(step.get("hang") for step in line["expected"]["steps"])
+            and line["input"].get("options", {}).get("timeout", 5) > HANG_TIMEOUT_LIMIT
+        }
+    )
+    assert slow == [], f"set options = {{ timeout = {HANG_TIMEOUT_LIMIT} }} on these inputs: {slow}"
+
+
 def test_deviations_file_is_valid_and_consistent() -> None:
     raw = tomllib.loads((ROOT / DEVIATIONS).read_text())
     errors = list(_validator("deviations").iter_errors(raw))
