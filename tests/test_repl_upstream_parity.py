@@ -17,8 +17,6 @@ from typing import Any
 import pytest
 import upstream_truth as truth
 
-from rlm_compat.errors import REPLError
-
 CASES = truth.recorded("upstream_parity")
 IDS = [truth.name(line) for line in CASES]
 
@@ -26,7 +24,7 @@ IDS = [truth.name(line) for line in CASES]
 @pytest.mark.parametrize("line", CASES, ids=IDS)
 def test_recorded_upstream_behaviour(line: dict[str, Any]) -> None:
     truth.skip_unless_comparable(line)
-    assert truth.replay(line, error=REPLError) == truth.recorded_steps(line)
+    assert truth.replay(line) == truth.recorded_steps(line)
 
 
 def _upstream_executor() -> tuple[Any, type[BaseException]]:
@@ -48,4 +46,4 @@ def _upstream_executor() -> tuple[Any, type[BaseException]]:
 def test_live_upstream_parity(line: dict[str, Any]) -> None:
     truth.skip_unless_comparable(line)
     make, error = _upstream_executor()
-    assert truth.replay(line, error=REPLError) == truth.replay(line, make, error)
+    assert truth.replay(line) == truth.replay(line, make, error)

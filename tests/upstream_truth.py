@@ -21,6 +21,7 @@ import pytest
 from rlm_compat.conformance import values
 from rlm_compat.conformance.deviations import Deviation, Registry
 from rlm_compat.conformance.fixtures import DEVIATIONS, FixtureSet, read_jsonl
+from rlm_compat.errors import REPLError
 from rlm_compat.repl import REPLExecutor
 
 PYTHON = f"{sys.version_info.major}.{sys.version_info.minor}"
@@ -99,12 +100,13 @@ def recorded_steps(line: dict[str, Any]) -> list[dict[str, Any]]:
 def replay(
     line: dict[str, Any],
     factory: Callable[..., Any] | None = None,
-    error: type[BaseException] = Exception,
+    error: type[BaseException] = REPLError,
 ) -> list[dict[str, Any]]:
     """Run a fixture line's input as the recorder ran it upstream: one executor built from the
     case's options, one env decoded from its input, every step's output or error and env after it.
 
-    ``factory`` defaults to profile ``upstream``. An error whose class derives from the recorded
+    ``factory`` defaults to profile ``upstream``; ``error`` is the class the executor raises
+    (another exception escapes and fails the test). An error whose class derives from the recorded
     one is reported under the recorded name (code catching upstream's class still catches it).
     """
     make = factory or functools.partial(REPLExecutor, profile="upstream")
