@@ -39,6 +39,11 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module 'rlm_compat' has no attribute {name!r}")
 
 
+def __dir__() -> list[str]:
+    """The public names, ``RLM`` included before its first use (as ``from rlm import *`` sees)."""
+    return sorted(set(globals()) | set(__all__))
+
+
 __version__ = "0.1.0"
 
 __all__ = [

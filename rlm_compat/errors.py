@@ -18,6 +18,8 @@ __all__ = [
     "REPLSecurityError",
     "REPLTimeoutError",
     "RLMError",
+    "UnknownOptionError",
+    "UnsupportedOptionError",
 ]
 
 
@@ -35,6 +37,18 @@ class MaxDepthError(RLMError):
 
 class ConfigurationError(RLMError, ValueError):
     """A constructor or option received a value it cannot use (bad profile name, negative limit...)."""
+
+
+class UnknownOptionError(ConfigurationError, TypeError):
+    """A keyword argument that is neither the RLM's nor a model-call option (a typo, usually).
+
+    Also a TypeError, as Python's own "unexpected keyword argument" is.
+    """
+
+
+class UnsupportedOptionError(ConfigurationError):
+    """A recognised option this build refuses: another release's, not implemented here, or ruled out
+    by the selected API semantics. Refused rather than ignored, so no limit is silently lost."""
 
 
 class LLMCallError(RLMError):
