@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from ._lazy import ensure_offline_litellm
-from .config import Limits, ReplConfig
+from .config import Limits, ReplConfig, WorkerResourceLimits
 from .errors import (
     ConfigurationError,
     FinalVarMissingError,
@@ -20,6 +20,8 @@ from .errors import (
     REPLSecurityError,
     REPLTimeoutError,
     RLMError,
+    UnknownOptionError,
+    UnsupportedOptionError,
 )
 from .profiles import Profile
 from .repl import REPLExecutor
@@ -61,5 +63,8 @@ __all__ = [
     "REPLTimeoutError",
     "RLMError",
     "ReplConfig",
+    "UnknownOptionError",
+    "UnsupportedOptionError",
+    "WorkerResourceLimits",
     "__version__",
 ]

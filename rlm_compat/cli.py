@@ -201,8 +201,7 @@ def _register_dropin(commands: argparse._SubParsersAction[argparse.ArgumentParse
     p.add_argument("--release", default=None, help="released version to fetch and test (default 0.5.0)")
     p.add_argument("--profile", choices=("fixed", "upstream"), default="fixed")
     p.add_argument("--api", default=None, help="API semantics for a checkout: 2fb46cc (default) or 0.5")
-    p.add_argument("pytest_args", nargs=argparse.REMAINDER, help="arguments for pytest after --")
-    p.set_defaults(handler=_dropin)
+    p.set_defaults(handler=_dropin, pytest_args=[])
 
 
 def _dropin(args: argparse.Namespace) -> int:

@@ -58,7 +58,8 @@ class ApiSemantics:
     module_renames: tuple[tuple[str, str], ...] = ()
     """Aliased submodules whose module-level functions follow this release: ``rlm.<a>`` is
     ``rlm_compat.<b>`` under :func:`~rlm_compat.dropin.install_alias` (0.5.0: ``parser`` ->
-    ``parser_v050``, its standalone-directive functions)."""
+    ``parser_v050``, its standalone-directive functions; ``repl`` -> ``repl_v050``, its
+    executor constructor)."""
 
     @classmethod
     def v2fb46cc(cls) -> ApiSemantics:
@@ -78,7 +79,7 @@ class ApiSemantics:
             answer_object=True,
             show_vars=True,
             refused_provider_options=frozenset({"num_retries"}),
-            module_renames=(("parser", "parser_v050"),),
+            module_renames=(("parser", "parser_v050"), ("repl", "repl_v050")),
         )
 
     @classmethod
