@@ -11,6 +11,16 @@ as ``RLM(..., api="0.5")`` (or ``$RLM_COMPAT_API``). 2fb46cc's meaning stays the
 The preset is orthogonal to the behaviour :class:`~rlm_compat.profiles.Profile`: a profile says
 whether 2fb46cc's *defects* are reproduced, the preset says which release's *contract* applies.
 Security holes are never part of either.
+
+Who reads which field. Today: :mod:`rlm_compat.options` (``refused_provider_options``),
+:class:`~rlm_compat.repl.REPLExecutor` (``show_vars``, ``answer_object``) and
+:mod:`rlm_compat.dropin` (``module_renames``). Hooks for the RLM loop, which reads ``RLM.api``
+once the run record (issue 12) lands there: ``max_depth_default`` and
+``depth_is_subcall_capability`` (the depth check and ``recursive_llm`` / ``rlm_query``),
+``llm_query_takes_context`` (the REPL's ``llm_query``), ``standalone_final_only`` (resolve a
+response with :mod:`rlm_compat.parser_v050` and ``REPLExecutor.pop_final_answer``),
+``stats_per_run`` (``RLM.stats``), and ``REPLExecutor(config=..., api=self.api)`` for the loop's
+executors; per-call keywords go through :func:`rlm_compat.options.check_call_options`.
 """
 
 from __future__ import annotations
