@@ -20,7 +20,7 @@ from .errors import (
     REPLSecurityError,
     REPLTimeoutError,
     RLMError,
-    UnknownOptionError,
+    UnknownOptionWarning,
     UnsupportedOptionError,
 )
 from .profiles import Profile
@@ -63,7 +63,7 @@ __all__ = [
     "REPLTimeoutError",
     "RLMError",
     "ReplConfig",
-    "UnknownOptionError",
+    "UnknownOptionWarning",
     "UnsupportedOptionError",
     "WorkerResourceLimits",
     "__version__",

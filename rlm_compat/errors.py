@@ -18,7 +18,7 @@ __all__ = [
     "REPLSecurityError",
     "REPLTimeoutError",
     "RLMError",
-    "UnknownOptionError",
+    "UnknownOptionWarning",
     "UnsupportedOptionError",
 ]
 
@@ -39,11 +39,9 @@ class ConfigurationError(RLMError, ValueError):
     """A constructor or option received a value it cannot use (bad profile name, negative limit...)."""
 
 
-class UnknownOptionError(ConfigurationError, TypeError):
-    """A keyword argument that is neither the RLM's nor a model-call option (a typo, usually).
-
-    Also a TypeError, as Python's own "unexpected keyword argument" is.
-    """
+class UnknownOptionWarning(UserWarning):
+    """A keyword argument that is neither the RLM's nor a known model-call option (a typo, or a
+    provider-specific setting): forwarded to the model call as 2fb46cc did, but never silently."""
 
 
 class UnsupportedOptionError(ConfigurationError):

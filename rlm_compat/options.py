@@ -13,7 +13,10 @@ classified:
 - ``api=...``: the :class:`~rlm_compat.compat.ApiSemantics` preset;
 - a recursive-llm 0.5.0 option this build does not implement: :class:`UnsupportedOptionError`;
 - a name the release refuses (0.5.0's ``num_retries``): :class:`UnsupportedOptionError`;
-- anything else: :class:`UnknownOptionError`, naming each argument and its closest known name.
+- anything else: forwarded as 2fb46cc did (litellm knows many provider-specific names no static
+  list has, so refusing them would break working drop-in code), with an
+  :class:`UnknownOptionWarning` naming each argument and its closest known name; passing it inside
+  ``provider_options`` says "I mean it" and silences the warning.
 """
 
 from __future__ import annotations
@@ -22,13 +25,15 @@ import dataclasses
 import difflib
 import importlib
 import inspect
+import warnings
 from collections.abc import Iterable, Mapping
 from typing import Any
 
 from .compat import ApiSemantics, resolve_api
-from .errors import UnknownOptionError, UnsupportedOptionError
+from .errors import ConfigurationError, UnknownOptionWarning, UnsupportedOptionError
 
 __all__ = [
+    "OWN_OPTIONS",
     "PROVIDER_OPTIONS",
     "PROVIDER_OPTIONS_KEYWORD",
     "RELEASE_050_OPTIONS",
@@ -39,6 +44,27 @@ __all__ = [
 
 PROVIDER_OPTIONS_KEYWORD = "provider_options"
 API_KEYWORD = "api"
+
+OWN_OPTIONS: frozenset[str] = frozenset(
+    {
+        "model",
+        "recursive_model",
+        "api_base",
+        "api_key",
+        "max_depth",
+        "max_iterations",
+        "_current_depth",
+        "profile",
+        "prompt_version",
+        "client",
+        "repl_timeout",
+        "max_output_chars",
+        "isolation",
+        "limits",
+        "repl_config",
+    }
+)
+"""``RLM.__init__``'s own parameters (they never reach this module; listed for "did you mean")."""
 
 PROVIDER_OPTIONS: frozenset[str] = frozenset(
     {
@@ -129,14 +155,14 @@ class RLMOptions:
 
 
 def split_rlm_options(extra: Mapping[str, Any], *, caller: str = "RLM()") -> RLMOptions:
-    """Classify ``RLM(**extra)``; raise for anything that would otherwise be silently lost."""
+    """Classify ``RLM(**extra)`` (called by ``RLM.__init__``: warnings point at its caller)."""
     remaining = dict(extra)
     api = resolve_api(remaining.pop(API_KEYWORD, None))
     verbatim = remaining.pop(PROVIDER_OPTIONS_KEYWORD, None)
-    model_call = check_call_options(remaining, api=api, caller=caller)
+    model_call = check_call_options(remaining, api=api, caller=caller, stacklevel=4)
     if verbatim is not None:
         if not isinstance(verbatim, Mapping) or not all(isinstance(k, str) for k in verbatim):
-            raise UnknownOptionError(
+            raise ConfigurationError(
                 f"{caller}: {PROVIDER_OPTIONS_KEYWORD} must be a dict of option name -> value, "
                 f"not {type(verbatim).__name__}"
             )
@@ -145,11 +171,17 @@ def split_rlm_options(extra: Mapping[str, Any], *, caller: str = "RLM()") -> RLM
 
 
 def check_call_options(
-    options: Mapping[str, Any], *, api: ApiSemantics | None = None, caller: str = "complete()"
+    options: Mapping[str, Any],
+    *,
+    api: ApiSemantics | None = None,
+    caller: str = "complete()",
+    stacklevel: int = 2,
 ) -> dict[str, Any]:
-    """The model-call options among ``options`` (all of them), or a typed error naming the rest.
+    """What the model call receives: ``options`` whole, once none is refused.
 
-    Also the check for per-call keywords (``rlm.complete(q, ctx, temperature=0)``).
+    Raises :class:`UnsupportedOptionError` for options that would otherwise be silently ignored;
+    warns (:class:`UnknownOptionWarning`, at ``stacklevel``) about names it does not know. Also
+    the check for per-call keywords (``rlm.complete(q, ctx, temperature=0)``).
     """
     api = resolve_api(api)
     refused = sorted(set(options) & api.refused_provider_options)
@@ -167,12 +199,21 @@ def check_call_options(
         )
     unknown = sorted(n for n in options if n not in PROVIDER_OPTIONS and not _litellm_accepts(n))
     if unknown:
-        known = sorted(PROVIDER_OPTIONS | set(RELEASE_050_OPTIONS) | {API_KEYWORD, PROVIDER_OPTIONS_KEYWORD})
+        known = sorted(
+            OWN_OPTIONS
+            | PROVIDER_OPTIONS
+            | set(RELEASE_050_OPTIONS)
+            | {API_KEYWORD, PROVIDER_OPTIONS_KEYWORD}
+        )
         hints = [f"{n!r} (did you mean {m[0]!r}?)" if (m := _close(n, known)) else repr(n) for n in unknown]
-        raise UnknownOptionError(
-            f"{caller} got unknown keyword argument(s) {', '.join(hints)}. Only model-call options "
-            f"(temperature, max_tokens, ...) are forwarded to the model; pass a provider-specific "
-            f"option explicitly as {PROVIDER_OPTIONS_KEYWORD}={{'name': value}}"
+        warnings.warn(
+            UnknownOptionWarning(
+                f"{caller} got keyword argument(s) it does not know: {', '.join(hints)}; forwarded "
+                f"to the model call as they are. Model-call options it knows are temperature, "
+                f"max_tokens, ...; pass a provider-specific option as "
+                f"{PROVIDER_OPTIONS_KEYWORD}={{'name': value}} to say it is meant"
+            ),
+            stacklevel=stacklevel,
         )
     return dict(options)
 

@@ -15,13 +15,13 @@ import types
 from typing import Any
 
 from .compat import ApiSemantics, resolve_api
-from .config import Limits, ReplConfig
-from .errors import ConfigurationError, REPLError
+from .config import Limits, ReplConfig, WorkerResourceLimits
+from .errors import ConfigurationError, REPLError, REPLTimeoutError
 from .profiles import Profile
 from .sandbox.hostcall import HostCall
 from .sandbox.runner import Runner, make_runner
 
-__all__ = ["REPLError", "REPLExecutor"]
+__all__ = ["REPLError", "REPLExecutor", "REPLTimeoutError", "WorkerResourceLimits"]
 
 
 class REPLExecutor:

@@ -39,7 +39,8 @@ def _run(source: str, *, env: dict[str, str] | None = None) -> subprocess.Comple
 ERROR_CLASSES = sorted(name for name in errors.__all__ if isinstance(getattr(errors, name), type))
 
 
-def test_every_error_class_has_one_identity_under_the_alias() -> None:
+@pytest.mark.parametrize("api", ["2fb46cc", "0.5"])
+def test_every_error_class_has_one_identity_under_the_alias(api: str) -> None:
     _run(
         f"""
         import rlm_compat.dropin
@@ -53,11 +54,14 @@ def test_every_error_class_has_one_identity_under_the_alias() -> None:
                 assert getattr(rlm, name) is cls, name
         assert rlm.core.MaxIterationsError is rlm.MaxIterationsError is rlm.errors.MaxIterationsError
         assert rlm.repl.REPLError is rlm.REPLError
+        assert rlm.repl.REPLTimeoutError is rlm.REPLTimeoutError
+        assert rlm.repl.WorkerResourceLimits is rlm.WorkerResourceLimits
         try:
             raise rlm.core.MaxIterationsError("x")
         except rlm.errors.RLMError:
             pass
-        """
+        """,
+        env={"RLM_COMPAT_API": api},
     )
 
 

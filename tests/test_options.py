@@ -8,8 +8,9 @@ import pytest
 
 from rlm_compat import RLM
 from rlm_compat.compat import API_ENV, ApiSemantics, resolve_api
-from rlm_compat.errors import ConfigurationError, UnknownOptionError, UnsupportedOptionError
+from rlm_compat.errors import ConfigurationError, UnknownOptionWarning, UnsupportedOptionError
 from rlm_compat.options import (
+    OWN_OPTIONS,
     PROVIDER_OPTIONS,
     RELEASE_050_OPTIONS,
     check_call_options,
@@ -22,13 +23,19 @@ def test_model_call_options_are_forwarded() -> None:
     assert rlm.llm_kwargs == {"temperature": 0.2, "max_tokens": 50, "seed": 1}
 
 
-def test_unknown_keyword_is_a_typed_error_naming_it_and_its_closest_name() -> None:
-    with pytest.raises(UnknownOptionError) as info:
-        RLM("m", max_total_call=10, frobnicate=True)
-    text = str(info.value)
-    assert "'frobnicate'" in text and "'max_total_call' (did you mean 'max_total_calls'?)" in text
+def test_unknown_keyword_is_forwarded_with_a_warning_naming_it_and_its_closest_name() -> None:
+    with pytest.warns(UnknownOptionWarning) as caught:
+        rlm = RLM("m", max_iteration=10, frobnicate=True)
+    assert rlm.llm_kwargs == {"max_iteration": 10, "frobnicate": True}
+    text = str(caught[0].message)
+    assert "'frobnicate'" in text and "'max_iteration' (did you mean 'max_iterations'?)" in text
     assert "provider_options=" in text
-    assert isinstance(info.value, TypeError) and isinstance(info.value, ConfigurationError)
+    assert caught[0].filename == __file__  # points at the caller's RLM(...) line
+
+
+def test_own_options_cover_the_constructor() -> None:
+    params = set(inspect.signature(RLM.__init__).parameters) - {"self", "llm_kwargs"}
+    assert params <= OWN_OPTIONS | set(RELEASE_050_OPTIONS)
 
 
 def test_release_050_option_not_implemented_here_is_refused_not_dropped() -> None:
@@ -42,17 +49,22 @@ def test_release_050_option_not_implemented_here_is_refused_not_dropped() -> Non
 def test_provider_options_pass_verbatim_and_are_checked_for_shape() -> None:
     rlm = RLM("m", provider_options={"vertex_project": "p", "temperature": 0})
     assert rlm.llm_kwargs == {"vertex_project": "p", "temperature": 0}
-    with pytest.raises(UnknownOptionError, match="provider_options must be a dict"):
+    with pytest.raises(ConfigurationError, match="provider_options must be a dict"):
         RLM("m", provider_options=["vertex_project"])
 
 
 def test_a_named_litellm_parameter_outside_the_static_list_is_accepted() -> None:
-    assert check_call_options({"prompt_cache_key": "k"}) == {"prompt_cache_key": "k"}
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert check_call_options({"prompt_cache_key": "k"}) == {"prompt_cache_key": "k"}
+        assert RLM("m", provider_options={"vertex_project": "p"}).llm_kwargs == {"vertex_project": "p"}
 
 
-def test_model_and_messages_are_never_model_call_options() -> None:
+def test_model_and_messages_are_never_taken_for_model_call_options() -> None:
     for name in ("model", "messages"):
-        with pytest.raises(UnknownOptionError):
+        with pytest.warns(UnknownOptionWarning, match=name):
             check_call_options({name: "x"})
 
 
