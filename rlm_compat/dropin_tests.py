@@ -41,6 +41,7 @@ __all__ = [
     "out_of_scope",
     "run_release_tests",
     "run_upstream_tests",
+    "whole_files_out_of_scope",
 ]
 
 PROFILES = ("fixed", "upstream")
@@ -84,7 +85,7 @@ class SuiteReport:
 
     @property
     def failures(self) -> tuple[Outcome, ...]:
-        """In-scope tests that did not pass (skips count as passes only when the suite skips them)."""
+        """In-scope tests that failed or errored (a module that failed to import counts once)."""
         return tuple(o for o in self.outcomes if o.status == "failed")
 
     def render(self) -> str:
@@ -140,6 +141,7 @@ def run_release_tests(
             f"no drop-in test setup for recursive-llm {version!r}; known: {sorted(RELEASES)}"
         )
     skipped = out_of_scope(version)
+    ignored = whole_files_out_of_scope(version)
     with _directory(workdir) as where:
         root = download_release(release.requirement, where)
         junit = where / "junit.xml"
@@ -149,6 +151,7 @@ def run_release_tests(
             "-o",
             "addopts=",
             f"--junitxml={junit}",
+            *(f"--ignore={path}" for path in ignored),
             *(f"--deselect={test_id}" for test_id in sorted(skipped)),
             *pytest_args,
         ]
@@ -191,6 +194,26 @@ def out_of_scope(version: str) -> dict[str, str]:
             raise ConfigurationError(f"{OUT_OF_SCOPE_FILE.name}: every entry needs an exact id and a reason")
         found[test_id] = reason
     return found
+
+
+def whole_files_out_of_scope(version: str) -> list[str]:
+    """Test files every one of whose tests is listed out of scope (they are not even imported).
+
+    A ``[[<version>.file]]`` entry gives a file's test count as the release collects it; it
+    counts only when exactly that many ids of the file are listed, so no test hides behind it.
+    """
+    data = tomllib.loads(OUT_OF_SCOPE_FILE.read_text(encoding="utf-8"))
+    listed = out_of_scope(version)
+    files = []
+    for entry in data.get(version, {}).get("file", []):
+        path, count = entry.get("path"), entry.get("tests")
+        ids = [t for t in listed if t.startswith(f"{path}::")]
+        if not path or len(ids) != count:
+            raise ConfigurationError(
+                f"{OUT_OF_SCOPE_FILE.name}: file {path!r} has {count} tests but {len(ids)} ids are listed"
+            )
+        files.append(path)
+    return files
 
 
 def junit_outcomes(path: Path) -> list[Outcome]:

@@ -16,6 +16,7 @@ from rlm_compat.dropin_tests import (
     junit_outcomes,
     out_of_scope,
     run_release_tests,
+    whole_files_out_of_scope,
 )
 from rlm_compat.errors import ConfigurationError, REPLError, UnsupportedOptionError
 from rlm_compat.repl import REPLExecutor as BaseExecutor
@@ -94,6 +95,7 @@ def test_out_of_scope_list_names_each_test_with_a_reason() -> None:
     assert listed and all(reason for reason in listed.values())
     assert all("::" in test_id and "*" not in test_id for test_id in listed)
     assert out_of_scope("9.9.9") == {}
+    assert whole_files_out_of_scope("0.5.0") == ["tests/test_codex.py", "tests/test_document_runner.py"]
 
 
 def test_junit_outcomes_and_report(tmp_path: Path) -> None:
