@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from ._lazy import ensure_offline_litellm
-from .config import Limits, ReplConfig
+from .config import Limits, ReplConfig, WorkerResourceLimits
 from .errors import (
     ConfigurationError,
     FinalVarMissingError,
@@ -20,6 +20,8 @@ from .errors import (
     REPLSecurityError,
     REPLTimeoutError,
     RLMError,
+    UnknownOptionWarning,
+    UnsupportedOptionError,
 )
 from .profiles import Profile
 from .repl import REPLExecutor
@@ -39,6 +41,11 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module 'rlm_compat' has no attribute {name!r}")
 
 
+def __dir__() -> list[str]:
+    """The public names, ``RLM`` included before its first use (as ``from rlm import *`` sees)."""
+    return sorted(set(globals()) | set(__all__))
+
+
 __version__ = "0.1.0"
 
 __all__ = [
@@ -56,5 +63,8 @@ __all__ = [
     "REPLTimeoutError",
     "RLMError",
     "ReplConfig",
+    "UnknownOptionWarning",
+    "UnsupportedOptionError",
+    "WorkerResourceLimits",
     "__version__",
 ]

@@ -44,7 +44,16 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the console script; returns the process exit code."""
     parser = build_parser()
+    argv = list(sys.argv[1:] if argv is None else argv)
+    passed_on: list[str] = []
+    if "--" in argv:  # everything after `--` belongs to the tool a command runs (pytest)
+        cut = argv.index("--")
+        argv, passed_on = argv[:cut], argv[cut + 1 :]
     args = parser.parse_args(argv)
+    if hasattr(args, "pytest_args"):
+        args.pytest_args = [*args.pytest_args, *passed_on]
+    elif passed_on:
+        parser.error(f"unrecognized arguments after --: {' '.join(passed_on)}")
     handler: Handler | None = getattr(args, "handler", None)
     if handler is None:
         parser.print_help()
@@ -178,20 +187,33 @@ def _switch_docs() -> dict[str, str]:
 def _register_dropin(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = commands.add_parser(
         "dropin-tests",
-        help="run ysz/recursive-llm's own tests against rlm_compat (rlm aliased to rlm_compat)",
+        help="run recursive-llm's own tests against rlm_compat (rlm aliased to rlm_compat)",
         description=(
-            "Run <checkout>/tests of a ysz/recursive-llm checkout unmodified, with `rlm` and its "
-            "submodules aliased to rlm_compat in sys.modules. Extra arguments after -- go to pytest."
+            "Run a recursive-llm test suite unmodified, with `rlm` and every submodule aliased to "
+            "rlm_compat. With CHECKOUT: that ysz/recursive-llm checkout's tests/ (2fb46cc, cc7a826). "
+            "Without: the sdist of a released version (--release, default 0.5.0) is downloaded with "
+            "pip into a temporary directory and its tests run with that version's API semantics; "
+            "its tests of internals are reported as out of scope (rlm_compat/dropin_out_of_scope.toml). "
+            "Extra arguments after -- go to pytest."
         ),
     )
-    p.add_argument("checkout", type=Path, help="path to a ysz/recursive-llm checkout")
+    p.add_argument("checkout", type=Path, nargs="?", help="path to a ysz/recursive-llm checkout")
+    p.add_argument("--release", default=None, help="released version to fetch and test (default 0.5.0)")
     p.add_argument("--profile", choices=("fixed", "upstream"), default="fixed")
-    p.add_argument("pytest_args", nargs=argparse.REMAINDER, help="arguments for pytest after --")
-    p.set_defaults(handler=_dropin)
+    p.add_argument("--api", default=None, help="API semantics for a checkout: 2fb46cc (default) or 0.5")
+    p.set_defaults(handler=_dropin, pytest_args=[])
 
 
 def _dropin(args: argparse.Namespace) -> int:
-    from .dropin import run_upstream_tests
+    from .dropin_tests import run_release_tests, run_upstream_tests
 
-    extra = [a for a in args.pytest_args if a != "--"]
-    return run_upstream_tests(args.checkout, profile=args.profile, pytest_args=extra)
+    extra = list(args.pytest_args)
+    if args.checkout is not None:
+        if args.release is not None:
+            raise ConfigurationError("give a checkout or --release, not both")
+        return run_upstream_tests(args.checkout, profile=args.profile, api=args.api, pytest_args=extra)
+    if args.api is not None:
+        raise ConfigurationError("--api applies to a checkout; a release runs with its own semantics")
+    report = run_release_tests(args.release or "0.5.0", profile=args.profile, pytest_args=extra)
+    print(report.render())
+    return 1 if report.failures else 0

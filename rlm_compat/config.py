@@ -27,6 +27,7 @@ __all__ = [
     "START_METHOD_ENV",
     "Limits",
     "ReplConfig",
+    "WorkerResourceLimits",
 ]
 
 ISOLATIONS = ("inline", "process")
@@ -82,6 +83,45 @@ class Limits:
     def none(cls) -> Limits:
         """Every limit off (trusted code only)."""
         return cls(None, None, None, None, None, None)
+
+
+@dataclasses.dataclass(frozen=True)
+class WorkerResourceLimits:
+    """recursive-llm 0.5.0's worker limits, accepted as they are and turned into :class:`Limits`.
+
+    0.5.0 sets no limit unless asked (``None`` everywhere); here the limits that 0.5.0 leaves
+    unset keep rlm_compat's defaults (:meth:`to_limits`), because model code is untrusted.
+    """
+
+    memory_mb: int | None = None
+    cpu_time_seconds: int | None = None
+    max_open_files: int | None = None
+
+    def __post_init__(self) -> None:
+        for name in ("memory_mb", "cpu_time_seconds", "max_open_files"):
+            _check_count(name, getattr(self, name))
+        if self.max_open_files is not None and self.max_open_files < 16:
+            raise ConfigurationError(
+                f"max_open_files must be at least 16 (the worker needs some), not {self.max_open_files}"
+            )
+
+    @property
+    def configured(self) -> bool:
+        """Whether any limit was given."""
+        return any(v is not None for v in (self.memory_mb, self.cpu_time_seconds, self.max_open_files))
+
+    def to_limits(self, base: Limits | None = None) -> Limits:
+        """``base`` (default :class:`Limits`) with each given limit replacing its counterpart."""
+        changes = {
+            key: value
+            for key, value in (
+                ("memory_mb", self.memory_mb),
+                ("cpu_seconds", self.cpu_time_seconds),
+                ("open_files", self.max_open_files),
+            )
+            if value is not None
+        }
+        return (base or Limits()).replace(**changes)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -25,6 +25,7 @@ from ._lazy import LazyModule
 from .clients import LiteLLMClient, LLMClient
 from .config import Limits, ReplConfig
 from .errors import ConfigurationError, LLMCallError, MaxDepthError, MaxIterationsError, RLMError
+from .options import split_rlm_options
 from .profiles import Profile, resolve_profile
 from .prompts import build_system_prompt
 from .repl import REPLError, REPLExecutor
@@ -120,7 +121,8 @@ class RLM:
         ``client``: where model calls go; default litellm through ``rlm_compat.core.litellm``.
         ``repl_timeout``, ``max_output_chars``, ``isolation``, ``limits``: the REPL's
         :class:`~rlm_compat.config.ReplConfig` (or pass ``repl_config`` whole); child RLMs
-        inherit it. Anything else is passed to the model call, as upstream's ``**llm_kwargs``.
+        inherit it. Other keywords: model-call options, ``provider_options={...}`` or ``api=``,
+        sorted by :mod:`rlm_compat.options` (an unknown one is an error, not a pass-through).
         """
         if not isinstance(model, str) or not model:
             raise ConfigurationError("model must be a non-empty string such as 'gpt-4o-mini'")
@@ -134,7 +136,7 @@ class RLM:
         self.max_depth = max_depth
         self.max_iterations = max_iterations
         self._current_depth = _current_depth
-        self.llm_kwargs = llm_kwargs
+        self.api, self.llm_kwargs = split_rlm_options(llm_kwargs).unpack()
         if repl_config is None:
             repl_config = ReplConfig(
                 profile=resolve_profile(profile),

@@ -18,6 +18,8 @@ __all__ = [
     "REPLSecurityError",
     "REPLTimeoutError",
     "RLMError",
+    "UnknownOptionWarning",
+    "UnsupportedOptionError",
 ]
 
 
@@ -35,6 +37,16 @@ class MaxDepthError(RLMError):
 
 class ConfigurationError(RLMError, ValueError):
     """A constructor or option received a value it cannot use (bad profile name, negative limit...)."""
+
+
+class UnknownOptionWarning(UserWarning):
+    """A keyword argument that is neither the RLM's nor a known model-call option (a typo, or a
+    provider-specific setting): forwarded to the model call as 2fb46cc did, but never silently."""
+
+
+class UnsupportedOptionError(ConfigurationError):
+    """A recognised option this build refuses: another release's, not implemented here, or ruled out
+    by the selected API semantics. Refused rather than ignored, so no limit is silently lost."""
 
 
 class LLMCallError(RLMError):

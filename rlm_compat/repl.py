@@ -9,14 +9,19 @@ profile ``fixed``, the calling thread in profile ``upstream`` or with ``isolatio
 
 from __future__ import annotations
 
+import math
+import threading
+import types
 from typing import Any
 
-from .config import Limits, ReplConfig
-from .errors import ConfigurationError, REPLError
+from .compat import ApiSemantics, resolve_api
+from .config import Limits, ReplConfig, WorkerResourceLimits
+from .errors import ConfigurationError, REPLError, REPLTimeoutError
 from .profiles import Profile
+from .sandbox.hostcall import HostCall
 from .sandbox.runner import Runner, make_runner
 
-__all__ = ["REPLError", "REPLExecutor"]
+__all__ = ["REPLError", "REPLExecutor", "REPLTimeoutError", "WorkerResourceLimits"]
 
 
 class REPLExecutor:
@@ -30,7 +35,13 @@ class REPLExecutor:
     thread); ``None`` means ``$RLM_COMPAT_ISOLATION`` or the profile's default. ``limits``: a
     :class:`~rlm_compat.config.Limits`; ``memory_limit_mb`` is a shortcut for its ``memory_mb``.
     ``config``: a whole :class:`~rlm_compat.config.ReplConfig` instead of the separate arguments.
-    Use it as a context manager, or call :meth:`close`, to release the worker at once.
+    ``api``: the API preset (:mod:`rlm_compat.compat`; default ``$RLM_COMPAT_API`` or 2fb46cc's);
+    under ``"0.5"`` the REPL has ``SHOW_VARS()`` and an ``answer`` dict in ``env`` ends a run
+    when marked ready (:meth:`pop_final_answer`).
+
+    Lifecycle (recursive-llm 0.5.0's): use it as a context manager, or call :meth:`close`, to
+    release the worker at once (a later step starts a new one); :meth:`abort` kills a running
+    step from another thread and retires the executor; :meth:`get_variable` reads the session.
     """
 
     def __init__(
@@ -43,6 +54,7 @@ class REPLExecutor:
         limits: Limits | None = None,
         memory_limit_mb: int | object | None = ...,
         config: ReplConfig | None = None,
+        api: str | ApiSemantics | None = None,
     ) -> None:
         if config is None:
             if limits is None:
@@ -59,7 +71,12 @@ class REPLExecutor:
         elif not isinstance(config, ReplConfig):
             raise ConfigurationError(f"config must be a ReplConfig, not {type(config).__name__}")
         self.config = config
+        self.api = resolve_api(api)
         self._runner: Runner = make_runner(config)
+        self._env: dict[str, Any] | None = None
+        self._host_names: frozenset[str] = frozenset()
+        self._final_answer: str | None = None
+        self._aborted = threading.Event()
 
     @property
     def timeout(self) -> float:
@@ -95,32 +112,115 @@ class REPLExecutor:
 
     # --- public -------------------------------------------------------------------------------
 
-    def execute(self, code: str, env: dict[str, Any]) -> str:
+    def execute(self, code: str, env: dict[str, Any], *, timeout: float | None = None) -> str:
         """Run ``code`` (a model response; fences are handled) with ``env`` as its namespace.
 
         Returns the printed output plus the shown last expression, or one of upstream's fixed
-        strings. Raises :class:`REPLError` (``REPLTimeoutError`` / ``REPLSecurityError`` for
-        timeouts and policy refusals) and nothing else for any code.
+        strings. ``timeout``: this step's limit, capped by the executor's (0.5.0's keyword; a
+        worker that outlives a shorter one is killed, its worker-only values lost). Raises
+        :class:`REPLError` (``REPLTimeoutError`` / ``REPLSecurityError`` for timeouts and policy
+        refusals) and nothing else for any code.
         """
         if not isinstance(code, str):
             raise REPLError(f"Execution error: code must be a str, not {type(code).__name__}")
         if not isinstance(env, dict):
             raise REPLError(f"Execution error: env must be a dict, not {type(env).__name__}")
-        return self._guard(lambda: self._runner.execute(code, env))
+        step_timeout = _check_timeout(timeout)
+        if self._aborted.is_set():
+            raise REPLError("REPL execution was aborted; create a new REPLExecutor")
+        if self._env is not env:
+            self._host_names = frozenset(k for k, v in env.items() if _is_host_function(v))
+        self._env = env
+        added = self._add_helpers(env)
+        try:
+            return self._guard(lambda: self._runner.execute(code, env, timeout=step_timeout))
+        finally:
+            for name in added:
+                env.pop(name, None)
+            if self.api.answer_object:
+                answer = env.get("answer")
+                if isinstance(answer, dict) and answer.get("ready"):
+                    self._final_answer = str(answer.get("content", ""))
 
     def render(self, env: dict[str, Any], name: str) -> str:
         """``str(env[name])`` as a final answer, under the same time and memory limits as a step."""
         return self._guard(lambda: self._runner.render(env, name))
 
+    def get_variable(self, name: str, *, timeout: float | None = None) -> tuple[bool, Any]:
+        """``(True, value)`` for a session variable whose value the host holds, else ``(False, None)``.
+
+        Values that live only in a worker process (functions, class instances there) read as not
+        found, as 0.5.0's unpicklable ones do. ``timeout`` is accepted for 0.5.0's signature; the
+        read never runs model code. REPLError before the first step or after :meth:`close`.
+        """
+        _check_timeout(timeout)
+        env = self._env
+        if env is None:
+            raise REPLError("REPL worker is not running: execute a step before get_variable()")
+        if name not in env or _lives_in_worker(env[name]):
+            return False, None
+        return True, env[name]
+
+    def pop_final_answer(self) -> str | None:
+        """The answer a step published through the ``answer`` dict (0.5 semantics), once."""
+        answer, self._final_answer = self._final_answer, None
+        return answer
+
+    def reset_final_answer(self, *, timeout: float | None = None) -> None:
+        """Withdraw a published answer (a validator rejected it): ``answer["ready"]`` is False again.
+
+        The dict is replaced by an unready copy, so the change reaches a worker with the next step.
+        """
+        _check_timeout(timeout)
+        env = self._env
+        if env is None:
+            raise REPLError("REPL worker is not running: execute a step before reset_final_answer()")
+        answer = env.get("answer")
+        if isinstance(answer, dict):
+            env["answer"] = {**answer, "ready": False}
+        self._final_answer = None
+
     def close(self) -> None:
-        """Release the worker process, if any (the executor stays usable; a new one starts)."""
+        """Release the worker process, if any (a later step starts a new one from ``env``)."""
         self._runner.close()
+        self._env = None
+
+    def abort(self) -> None:
+        """Stop a step in progress from any thread, without waiting for it; retire the executor.
+
+        A worker process is killed at once (the running ``execute`` raises REPLError); inline
+        code cannot be interrupted from another thread and ends at its own timeout. Every later
+        ``execute`` raises REPLError; :meth:`close` still releases what is left.
+        """
+        self._aborted.set()
+        self._runner.abort()
 
     def __enter__(self) -> REPLExecutor:
         return self
 
     def __exit__(self, *exc_info: object) -> None:
         self.close()
+
+    def _add_helpers(self, env: dict[str, Any]) -> list[str]:
+        """Put the preset's REPL helpers in ``env`` for one step; the names added (removed after)."""
+        if not self.api.show_vars or "SHOW_VARS" in env:
+            return []
+        hidden = self._host_names
+
+        def SHOW_VARS() -> dict[str, str]:
+            """The session's variables and their type names (host functions, modules, _names left out)."""
+            return {
+                name: _type_name(value)
+                for name, value in env.items()
+                if isinstance(name, str)
+                and not name.startswith("_")
+                and name != "SHOW_VARS"
+                and name not in hidden
+                and not isinstance(value, (types.ModuleType, HostCall))
+            }
+
+        env["SHOW_VARS"] = SHOW_VARS
+        return ["SHOW_VARS"]
 
     @staticmethod
     def _guard(call: Any) -> str:
@@ -130,3 +230,29 @@ class REPLExecutor:
             raise
         except Exception as exc:  # a bug of ours must still reach the caller as a REPLError
             raise REPLError(f"Execution error: internal REPL failure ({type(exc).__name__}: {exc})") from exc
+
+
+def _check_timeout(timeout: float | None) -> float | None:
+    if timeout is None:
+        return None
+    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not timeout > 0:
+        raise ConfigurationError(f"timeout must be a positive number of seconds, not {timeout!r}")
+    return float(timeout) if math.isfinite(timeout) else None
+
+
+def _is_host_function(value: Any) -> bool:
+    """A function the host put in ``env`` (not a class, not a stand-in for a worker's function)."""
+    if isinstance(value, HostCall):
+        return True
+    return callable(value) and not isinstance(value, type) and not _lives_in_worker(value)
+
+
+def _lives_in_worker(value: Any) -> bool:
+    return hasattr(type(value), "__rlm_stand_in__")
+
+
+def _type_name(value: Any) -> str:
+    """The type's name; for a worker's value, the name of its type in the worker."""
+    if _lives_in_worker(value):
+        return str(value.__rlm_stand_in__()[0]).rsplit(".", 1)[-1]
+    return type(value).__name__

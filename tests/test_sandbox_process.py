@@ -148,7 +148,9 @@ def test_a_host_result_the_worker_cannot_receive_is_a_clear_error() -> None:
 
     with REPLExecutor(isolation="process") as ex:
         env: dict = {"make_lock": host_call(make_lock), "n": 1}
-        with pytest.raises(REPLError, match=r"make_lock\(\) returned a lock, which cannot be passed"):
+        with pytest.raises(
+            REPLError, match=r"make_lock\(\) returned a lock, a non-serializable value that cannot be passed"
+        ):
             ex.execute("lock = make_lock()", env)
         assert ex.execute("print(n)", env) == "1"
 

@@ -69,9 +69,12 @@ class InlineRunner:
     def close(self) -> None:
         """Nothing to release: inline sessions hold no resources of their own."""
 
+    def abort(self) -> None:
+        """Nothing to kill: code in the calling thread stops only at its own deadline."""
+
     # --- one step ---------------------------------------------------------------------------
 
-    def execute(self, code: str, env: dict[str, Any]) -> str:
+    def execute(self, code: str, env: dict[str, Any], *, timeout: float | None = None) -> str:
         """Run ``code`` (a model response; fences are handled) with ``env`` as its namespace."""
         program = extract(code, self._options.first_fence_only)
         if not program.source.strip():
@@ -89,6 +92,7 @@ class InlineRunner:
             lambda namespace: self._run(compiled, program, namespace, env, sink),
             compiled,
             program,
+            timeout,
         )
         if isinstance(outcome, _Failure):
             raise outcome.error_type(outcome.text)
@@ -126,11 +130,13 @@ class InlineRunner:
         body: Any,
         compiled: Compiled | None,
         program: Program | None,
+        timeout: float | None = None,
     ) -> Any:
         """Install the session's guards in ``env``, run ``body`` under the deadline, restore."""
+        seconds = self._timeout if timeout is None else min(timeout, self._timeout)
         deadline = (
-            Deadline(self._timeout, self._memory_limit)
-            if math.isfinite(self._timeout) or self._memory_limit is not None
+            Deadline(seconds, self._memory_limit)
+            if math.isfinite(seconds) or self._memory_limit is not None
             else None
         )
         state = ExecState(
@@ -182,7 +188,7 @@ class InlineRunner:
             )
             if isinstance(signal, MemorySignal):
                 raise REPLError(self._texts.memory(self.config.limits.memory_mb, where))
-            raise REPLTimeoutError(self._texts.timeout(self.config.timeout, where))
+            raise REPLTimeoutError(self._texts.timeout(seconds, where))
         return outcome
 
     def _run(

@@ -108,6 +108,12 @@ class ProcessRunner:
         with self._lock:
             self._drop()
 
+    def abort(self) -> None:
+        """Kill the worker now, without the step lock (a step in progress ends with a REPLError)."""
+        handle = self._worker[0]
+        if handle is not None:
+            handle.kill()
+
     def _drop(self) -> None:
         _release(self._worker)
         self._channel = None
@@ -145,14 +151,18 @@ class ProcessRunner:
 
     # --- one step ---------------------------------------------------------------------------
 
-    def execute(self, code: str, env: dict[str, Any]) -> str:
-        """Run ``code`` in the worker with ``env`` as the session's namespace."""
+    def execute(self, code: str, env: dict[str, Any], *, timeout: float | None = None) -> str:
+        """Run ``code`` in the worker with ``env`` as the session's namespace.
+
+        A ``timeout`` shorter than the session's is enforced from here: the worker is killed at
+        it (what lived only there is lost, as with any kill).
+        """
         with self._lock:
             notice = ""
             if self._channel is not None and self._channel.closed_by_peer():
                 notice = self._texts.crashed("the REPL worker process had stopped") + self._lost(env)
                 self._drop()
-            text = self._round_trip(env, op="step", code=code)
+            text = self._round_trip(env, timeout, op="step", code=code)
             return f"{notice.strip()}\n{text}" if notice else text
 
     def render(self, env: dict[str, Any], name: str) -> str:
@@ -160,14 +170,14 @@ class ProcessRunner:
         with self._lock:
             if name not in env:
                 raise FinalVarMissingError(f"Variable '{name}' not found in REPL environment")
-            return self._round_trip(env, op="render", name=name)
+            return self._round_trip(env, None, op="render", name=name)
 
-    def _round_trip(self, env: dict[str, Any], **request: Any) -> str:
+    def _round_trip(self, env: dict[str, Any], timeout: float | None, **request: Any) -> str:
         """Sync ``env``, send ``request``, serve host calls, take the changes back."""
         channel = self._ensure()
         message = {**self._sync(env), **request}
         try:
-            reply = self._serve(channel, env, message)
+            reply = self._serve(channel, env, message, timeout)
         except _WorkerDied as died:
             text = died.text + self._lost(env)
             self._drop()
@@ -204,7 +214,9 @@ class ProcessRunner:
             self._hosts.discard(key)
         return {"values": values, "modules": modules, "hosts": hosts, "removed": removed}
 
-    def _serve(self, channel: Channel, env: dict[str, Any], request: dict[str, Any]) -> dict[str, Any]:
+    def _serve(
+        self, channel: Channel, env: dict[str, Any], request: dict[str, Any], timeout: float | None
+    ) -> dict[str, Any]:
         """Send the step, answer host calls until it is done; kill the worker when time is up.
 
         The worker may die between the liveness check and the send (a kill from outside): a
@@ -214,16 +226,17 @@ class ProcessRunner:
             channel.send(request)
         except OSError as exc:
             raise _WorkerDied(self._texts.crashed(self._death(exc))) from None
-        budget = self.config.timeout + KILL_GRACE
+        limit = self.config.timeout
+        budget = limit + KILL_GRACE
+        if timeout is not None and timeout < limit:
+            limit = budget = timeout
         while True:
             started = time.monotonic()
             deadline = None if math.isinf(budget) else started + budget
             try:
                 message = channel.recv(deadline)
             except ChannelTimeout:
-                raise _WorkerDied(
-                    self._texts.timeout(self.config.timeout, "", restarted=True), REPLTimeoutError
-                ) from None
+                raise _WorkerDied(self._texts.timeout(limit, "", restarted=True), REPLTimeoutError) from None
             except MessageTooLarge as exc:
                 raise _WorkerDied(self._texts.reply_too_large(exc.size, exc.limit)) from None
             except (ChannelClosed, OSError, pickle.UnpicklingError) as exc:

@@ -21,14 +21,20 @@ class Runner(Protocol):
 
     config: ReplConfig
 
-    def execute(self, code: str, env: dict[str, Any]) -> str:
-        """Run one step of model code with ``env`` as the session's namespace; the observation."""
+    def execute(self, code: str, env: dict[str, Any], *, timeout: float | None = None) -> str:
+        """Run one step of model code with ``env`` as the session's namespace; the observation.
+
+        ``timeout``: this step's limit when shorter than ``config.timeout`` (validated by the caller).
+        """
 
     def render(self, env: dict[str, Any], name: str) -> str:
         """``str(env[name])`` as a final answer, under the same limits as a step."""
 
     def close(self) -> None:
         """Release what the session holds (its worker); the runner stays usable."""
+
+    def abort(self) -> None:
+        """Stop a running step from another thread without waiting for it (kill its worker)."""
 
 
 def make_runner(config: ReplConfig) -> Runner:

@@ -117,8 +117,9 @@ class Texts:
     def unsendable_result(function: str, value: Any) -> str:
         """A host function returned something that cannot cross into the worker."""
         return (
-            f"{function}() returned a {type(value).__name__}, which cannot be passed into the "
-            "REPL worker process; host functions must return plain data (str, numbers, lists, dicts...)"
+            f"{function}() returned a {type(value).__name__}, a non-serializable value that cannot be "
+            "passed into the REPL worker process; host functions must return plain data (str, numbers, "
+            "lists, dicts...)"
         )
 
     @staticmethod

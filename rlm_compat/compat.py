@@ -1,0 +1,128 @@
+"""Which released API's meaning applies where 2fb46cc and recursive-llm 0.5.0 disagree.
+
+The same names mean different things in the two releases of ysz/recursive-llm people use: in
+2fb46cc (0.1.0) ``max_depth=5`` counts RLM levels and ``llm_query(prompt, model)`` takes a
+model second; in PyPI's 0.5.0 ``max_depth=1`` counts sub-call capability and
+``llm_query(query, context, model)`` takes a sub-context second, FINAL must be the whole response,
+and ``stats`` describe the latest run only. Code written for one breaks quietly on the other, so
+the choice is explicit and made once: an :class:`ApiSemantics` preset, plain frozen data, passed
+as ``RLM(..., api="0.5")`` (or ``$RLM_COMPAT_API``). 2fb46cc's meaning stays the default.
+
+The preset is orthogonal to the behaviour :class:`~rlm_compat.profiles.Profile`: a profile says
+whether 2fb46cc's *defects* are reproduced, the preset says which release's *contract* applies.
+Security holes are never part of either.
+
+Who reads which field. Today: :mod:`rlm_compat.options` (``refused_provider_options``),
+:class:`~rlm_compat.repl.REPLExecutor` (``show_vars``, ``answer_object``) and
+:mod:`rlm_compat.dropin` (``module_renames``). Hooks for the RLM loop, which reads ``RLM.api``
+once the run record (issue 12) lands there: ``max_depth_default`` and
+``depth_is_subcall_capability`` (the depth check and ``recursive_llm`` / ``rlm_query``),
+``llm_query_takes_context`` (the REPL's ``llm_query``), ``standalone_final_only`` (resolve a
+response with :mod:`rlm_compat.parser_v050` and ``REPLExecutor.pop_final_answer``),
+``stats_per_run`` (``RLM.stats``), and ``REPLExecutor(config=..., api=self.api)`` for the loop's
+executors; per-call keywords go through :func:`rlm_compat.options.check_call_options`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from typing import Any
+
+from .errors import ConfigurationError
+
+__all__ = ["API_ENV", "ApiSemantics", "resolve_api"]
+
+API_ENV = "RLM_COMPAT_API"
+
+
+@dataclasses.dataclass(frozen=True)
+class ApiSemantics:
+    """One release's contract, field by field; ``v2fb46cc()`` and ``v050()`` are the presets."""
+
+    name: str = "2fb46cc"
+
+    max_depth_default: int = 5
+    """``RLM(max_depth=...)``'s default: 5 in 2fb46cc, 1 in 0.5.0."""
+    depth_is_subcall_capability: bool = False
+    """0.5.0: ``max_depth`` is what a run may call — 0 none (no query functions in the REPL),
+    1 a plain model call, 2 one child RLM whose own sub-calls are plain calls. 2fb46cc: the number
+    of RLM levels; a call at the last level answers ``"Max recursion depth (N) reached"``."""
+    llm_query_takes_context: bool = False
+    """0.5.0: ``llm_query(query, context="", model=None)``; 2fb46cc: ``llm_query(prompt, model=None)``."""
+    standalone_final_only: bool = False
+    """0.5.0: a response ends the run only when it is exactly one ``FINAL("literal")`` or
+    ``FINAL_VAR(name)`` directive (or the REPL's ``answer`` dict is marked ready); 2fb46cc: a FINAL
+    anywhere in the response."""
+    stats_per_run: bool = False
+    """0.5.0: ``rlm.stats`` describe the latest run's whole tree; 2fb46cc: ``llm_calls`` add up
+    across runs of one RLM."""
+    answer_object: bool = False
+    """0.5.0: the REPL holds ``answer = {"content": "", "ready": False}``; setting ``ready`` ends
+    the run with ``content``."""
+    show_vars: bool = False
+    """0.5.0: the REPL has ``SHOW_VARS()``, the user variables and their type names."""
+    refused_provider_options: frozenset[str] = frozenset()
+    """Model-call options the release refuses (0.5.0: litellm's ``num_retries`` — use the RLM's
+    ``max_retries``)."""
+    module_renames: tuple[tuple[str, str], ...] = ()
+    """Aliased submodules whose module-level functions follow this release: ``rlm.<a>`` is
+    ``rlm_compat.<b>`` under :func:`~rlm_compat.dropin.install_alias` (0.5.0: ``parser`` ->
+    ``parser_v050``, its standalone-directive functions; ``repl`` -> ``repl_v050``, its
+    executor constructor)."""
+
+    @classmethod
+    def v2fb46cc(cls) -> ApiSemantics:
+        """ysz/recursive-llm 2fb46cc / cc7a826 (its 0.1.0): the default."""
+        return cls()
+
+    @classmethod
+    def v050(cls) -> ApiSemantics:
+        """PyPI ``recursive-llm`` 0.5.0."""
+        return cls(
+            name="0.5",
+            max_depth_default=1,
+            depth_is_subcall_capability=True,
+            llm_query_takes_context=True,
+            standalone_final_only=True,
+            stats_per_run=True,
+            answer_object=True,
+            show_vars=True,
+            refused_provider_options=frozenset({"num_retries"}),
+            module_renames=(("parser", "parser_v050"), ("repl", "repl_v050")),
+        )
+
+    @classmethod
+    def named(cls, name: str) -> ApiSemantics:
+        """The preset called ``name``: ``"2fb46cc"`` (also ``"cc7a826"``, ``"0.1"``) or ``"0.5"``."""
+        presets = {
+            "2fb46cc": cls.v2fb46cc,
+            "cc7a826": cls.v2fb46cc,
+            "0.1": cls.v2fb46cc,
+            "0.5": cls.v050,
+            "0.5.0": cls.v050,
+        }
+        try:
+            return presets[name]()
+        except KeyError:
+            raise ConfigurationError(
+                f"unknown api {name!r}; choose one of {sorted(presets)} or pass an ApiSemantics"
+            ) from None
+
+    def replace(self, **changes: Any) -> ApiSemantics:
+        """A copy with some fields changed (unknown names refused)."""
+        unknown = sorted(set(changes) - {f.name for f in dataclasses.fields(self)})
+        if unknown:
+            raise ConfigurationError(f"unknown ApiSemantics field(s) {unknown}")
+        return dataclasses.replace(self, **changes)
+
+
+def resolve_api(api: str | ApiSemantics | None) -> ApiSemantics:
+    """A preset from a name, a preset, or ``None`` (``$RLM_COMPAT_API``, else 2fb46cc's)."""
+    if isinstance(api, ApiSemantics):
+        return api
+    if api is None:
+        api = os.environ.get(API_ENV) or "2fb46cc"
+    if not isinstance(api, str):
+        raise ConfigurationError(f"api must be '2fb46cc', '0.5' or an ApiSemantics, not {type(api).__name__}")
+    return ApiSemantics.named(api)

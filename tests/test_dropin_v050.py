@@ -1,0 +1,140 @@
+"""recursive-llm 0.5.0's module shapes (parser, repl constructor) and the release test runner's parts."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from rlm_compat import parser_v050 as p050
+from rlm_compat.cli import main
+from rlm_compat.config import Limits, WorkerResourceLimits
+from rlm_compat.dropin_tests import (
+    RELEASES,
+    Outcome,
+    SuiteReport,
+    junit_outcomes,
+    out_of_scope,
+    run_release_tests,
+    whole_files_out_of_scope,
+)
+from rlm_compat.errors import ConfigurationError, REPLError, UnsupportedOptionError
+from rlm_compat.repl import REPLExecutor as BaseExecutor
+from rlm_compat.repl_v050 import REPLExecutor, _worker_main
+
+
+@pytest.mark.parametrize(
+    ("response", "answer"),
+    [
+        ('FINAL("The answer is 42")', "The answer is 42"),
+        ("  FINAL('x')  \n", "x"),
+        ('FINAL("""multi\nline""")', "multi\nline"),
+        (r'FINAL("say \"hi\"")', 'say "hi"'),
+        ('FINAL(" padded ")', "padded"),
+        ("FINAL(42)", None),
+        ("FINAL(name)", None),
+        ('x = 1\nFINAL("a")', None),
+        ('if ok:\n    FINAL("a")', None),
+        ('print("FINAL(a)")', None),
+        ('FINAL("a") FINAL("b")', None),
+    ],
+)
+def test_standalone_final(response: str, answer: str | None) -> None:
+    assert p050.extract_final(response) == answer
+
+
+def test_standalone_final_var_and_is_final() -> None:
+    env = {"result": 7}
+    assert p050.extract_final_var("FINAL_VAR(result)", env) == "7"
+    assert p050.extract_final_var(" FINAL_VAR( result ) ", env) == "7"
+    assert p050.extract_final_var("FINAL_VAR(missing)", env) is None
+    assert p050.extract_final_var("x\nFINAL_VAR(result)", env) is None
+    assert p050.extract_final_var_name('FINAL_VAR("result")') is None
+    assert p050.is_final("FINAL(anything at all)") and p050.is_final("FINAL_VAR(x)")
+    assert not p050.is_final("FINAL_VAR(a + b)") and not p050.is_final("x = FINAL('a')")
+    assert p050.parse_response('FINAL("a")', env) == "a"
+    assert p050.parse_response("FINAL_VAR(result)", env) == "7"
+    assert p050.parse_response("code", env) is None
+
+
+def test_worker_resource_limits_validate_and_keep_our_defaults() -> None:
+    for bad in ({"memory_mb": 0}, {"cpu_time_seconds": -1}, {"max_open_files": 15}):
+        with pytest.raises(ConfigurationError):
+            WorkerResourceLimits(**bad)  # type: ignore[arg-type]
+    assert not WorkerResourceLimits().configured
+    limits = WorkerResourceLimits(memory_mb=128, max_open_files=64).to_limits()
+    assert limits == Limits().replace(memory_mb=128, open_files=64)
+
+
+def test_v050_executor_constructor() -> None:
+    with REPLExecutor(
+        timeout=2, max_output_chars=10, resource_limits=WorkerResourceLimits(memory_mb=512)
+    ) as repl:
+        assert isinstance(repl, BaseExecutor)
+        assert repl.config.timeout == 2 and repl.config.limits.memory_mb == 512
+        assert repl.api.name == "0.5"
+        assert "truncated" in repl.execute("'x' * 50", {})
+    with (
+        REPLExecutor(timeout=5) as repl,
+        pytest.raises(REPLError, match=r"^Execution timed out after 0\.2 seconds"),
+    ):
+        repl.execute("while True:\n    pass", {}, timeout=0.2)
+    for bad in ({"timeout": 0}, {"max_output_chars": 0}):
+        with pytest.raises(ValueError):
+            REPLExecutor(**bad)  # type: ignore[arg-type]
+    with pytest.raises(UnsupportedOptionError, match="reply_bytes"):
+        REPLExecutor(max_snapshot_bytes=1024)
+    with pytest.raises(UnsupportedOptionError, match="private helper"):
+        _worker_main()
+    with pytest.raises(REPLError, match="not running"):
+        REPLExecutor().get_variable("x")
+
+
+def test_out_of_scope_list_names_each_test_with_a_reason() -> None:
+    listed = out_of_scope("0.5.0")
+    assert listed and all(reason for reason in listed.values())
+    assert all("::" in test_id and "*" not in test_id for test_id in listed)
+    assert out_of_scope("9.9.9") == {}
+    assert whole_files_out_of_scope("0.5.0") == ["tests/test_codex.py", "tests/test_document_runner.py"]
+
+
+def test_junit_outcomes_and_report(tmp_path: Path) -> None:
+    junit = tmp_path / "j.xml"
+    junit.write_text(
+        """<testsuites><testsuite>
+        <testcase classname="tests.test_a" name="test_ok"/>
+        <testcase classname="tests.test_a.TestK" name="test_bad[1]"><failure message="assert 1 == 2&#10;more"/></testcase>
+        <testcase classname="tests.test_b" name="test_skip"><skipped/></testcase>
+        <testcase classname="" name="tests.test_c"><error message="collection failure"/></testcase>
+        </testsuite></testsuites>"""
+    )
+    outcomes = junit_outcomes(junit)
+    assert outcomes == [
+        Outcome("tests/test_a.py::test_ok", "passed"),
+        Outcome("tests/test_a.py::TestK::test_bad[1]", "failed", "assert 1 == 2"),
+        Outcome("tests/test_b.py::test_skip", "skipped"),
+        Outcome("tests/test_c.py", "failed", "collection failure"),
+    ]
+    report = SuiteReport((*outcomes, Outcome("tests/test_d.py::t", "out_of_scope", "why")))
+    assert report.by_file()["tests/test_a.py"] == {"passed": 1, "failed": 1}
+    text = report.render()
+    assert "tests/test_a.py::TestK::test_bad[1]: assert 1 == 2" in text
+    total = next(line for line in text.splitlines() if line.startswith("total"))
+    assert total.split() == ["total", "1", "2", "1", "1"]
+
+
+def test_unknown_release_is_refused() -> None:
+    assert "0.5.0" in RELEASES
+    with pytest.raises(ConfigurationError, match="known"):
+        run_release_tests("0.4.0")
+
+
+def test_cli_passes_arguments_after_double_dash_to_pytest(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["dropin-tests", str(tmp_path), "--", "-x"]) == 1
+    assert "does not look like a ysz/recursive-llm checkout" in capsys.readouterr().err
+    assert main(["dropin-tests", str(tmp_path), "--release", "0.5.0"]) == 1
+    assert "not both" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        main(["profiles", "--", "-x"])

@@ -1,0 +1,120 @@
+"""RLM(**kwargs): model-call options forwarded, everything else a typed error naming it."""
+
+from __future__ import annotations
+
+import inspect
+
+import pytest
+
+from rlm_compat import RLM
+from rlm_compat.compat import API_ENV, ApiSemantics, resolve_api
+from rlm_compat.errors import ConfigurationError, UnknownOptionWarning, UnsupportedOptionError
+from rlm_compat.options import (
+    OWN_OPTIONS,
+    PROVIDER_OPTIONS,
+    RELEASE_050_OPTIONS,
+    check_call_options,
+    split_rlm_options,
+)
+
+
+def test_model_call_options_are_forwarded() -> None:
+    rlm = RLM("m", temperature=0.2, max_tokens=50, seed=1)
+    assert rlm.llm_kwargs == {"temperature": 0.2, "max_tokens": 50, "seed": 1}
+
+
+def test_unknown_keyword_is_forwarded_with_a_warning_naming_it_and_its_closest_name() -> None:
+    with pytest.warns(UnknownOptionWarning) as caught:
+        rlm = RLM("m", max_iteration=10, frobnicate=True)
+    assert rlm.llm_kwargs == {"max_iteration": 10, "frobnicate": True}
+    text = str(caught[0].message)
+    assert "'frobnicate'" in text and "'max_iteration' (did you mean 'max_iterations'?)" in text
+    assert "provider_options=" in text
+    assert caught[0].filename == __file__  # points at the caller's RLM(...) line
+
+
+def test_own_options_cover_the_constructor() -> None:
+    params = set(inspect.signature(RLM.__init__).parameters) - {"self", "llm_kwargs"}
+    assert params <= OWN_OPTIONS | set(RELEASE_050_OPTIONS)
+
+
+def test_release_050_option_not_implemented_here_is_refused_not_dropped() -> None:
+    unimplemented = sorted(set(RELEASE_050_OPTIONS) - set(inspect.signature(RLM.__init__).parameters))
+    if not unimplemented:
+        pytest.skip("this build's RLM takes every 0.5.0 option")
+    with pytest.raises(UnsupportedOptionError, match=repr(unimplemented[0])):
+        RLM("m", **{unimplemented[0]: 1})
+
+
+def test_provider_options_pass_verbatim_and_are_checked_for_shape() -> None:
+    rlm = RLM("m", provider_options={"vertex_project": "p", "temperature": 0})
+    assert rlm.llm_kwargs == {"vertex_project": "p", "temperature": 0}
+    with pytest.raises(ConfigurationError, match="provider_options must be a dict"):
+        RLM("m", provider_options=["vertex_project"])
+
+
+def test_a_named_litellm_parameter_outside_the_static_list_is_accepted() -> None:
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert check_call_options({"prompt_cache_key": "k"}) == {"prompt_cache_key": "k"}
+        assert RLM("m", provider_options={"vertex_project": "p"}).llm_kwargs == {"vertex_project": "p"}
+
+
+def test_model_and_messages_are_never_taken_for_model_call_options() -> None:
+    for name in ("model", "messages"):
+        with pytest.warns(UnknownOptionWarning, match=name):
+            check_call_options({name: "x"})
+
+
+def test_static_provider_options_are_litellm_parameters_or_documented_kwargs() -> None:
+    import litellm
+
+    named = set(inspect.signature(litellm.acompletion).parameters)
+    # litellm documents these as **kwargs of completion() (routing, retries, headers, mocking)
+    documented_kwargs = {
+        "headers",
+        "extra_body",
+        "num_retries",
+        "drop_params",
+        "custom_llm_provider",
+        "mock_response",
+        "caching",
+        "fallbacks",
+        "metadata",
+    }
+    assert PROVIDER_OPTIONS - named <= documented_kwargs
+
+
+def test_api_preset_is_chosen_by_keyword_or_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert RLM("m").api == ApiSemantics.v2fb46cc()
+    assert RLM("m", api="0.5").api == ApiSemantics.v050()
+    monkeypatch.setenv(API_ENV, "0.5")
+    assert RLM("m").api.name == "0.5"
+    with pytest.raises(ConfigurationError, match="unknown api"):
+        RLM("m", api="0.7")
+
+
+def test_release_050_refuses_litellm_retries() -> None:
+    with pytest.raises(UnsupportedOptionError, match="max_retries"):
+        split_rlm_options({"api": "0.5", "num_retries": 2})
+    assert split_rlm_options({"num_retries": 2}).model_call == {"num_retries": 2}
+
+
+def test_presets_are_frozen_data() -> None:
+    v050 = resolve_api("0.5")
+    assert v050.max_depth_default == 1 and ApiSemantics().max_depth_default == 5
+    with pytest.raises(AttributeError):
+        v050.stats_per_run = False  # type: ignore[misc]
+    assert v050.replace(show_vars=False).show_vars is False
+    with pytest.raises(ConfigurationError):
+        v050.replace(nope=True)
+    with pytest.raises(ConfigurationError):
+        resolve_api(3)  # type: ignore[arg-type]
+
+
+def test_child_rlm_inherits_options() -> None:
+    rlm = RLM("m", api="0.5", temperature=0)
+    child = rlm._child()
+    assert child.api is rlm.api and child.llm_kwargs == {"temperature": 0}
