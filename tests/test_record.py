@@ -173,7 +173,10 @@ async def test_concurrent_runs_as_tasks(chat_server: ServerFactory) -> None:
 # --- budgets -----------------------------------------------------------------------------------
 
 
-def test_budget_is_never_overshot_by_a_concurrent_batch(chat_server: ServerFactory, tmp_path: Path) -> None:
+@pytest.mark.parametrize("isolation", ["inline", "process"])
+def test_budget_is_never_overshot_by_a_concurrent_batch(
+    chat_server: ServerFactory, tmp_path: Path, isolation: str
+) -> None:
     def script(request: dict[str, Any]) -> str:
         if is_root_iteration(request):
             return 'out = llm_query_batched(["p"] * 64)\nprint(out[0])'
@@ -181,7 +184,9 @@ def test_budget_is_never_overshot_by_a_concurrent_batch(chat_server: ServerFacto
 
     server = chat_server(script, latency=0.02)
     path = tmp_path / "run.jsonl"
-    rlm = make(server, max_total_calls=10, max_concurrent_subcalls=64, trajectory_path=path)
+    rlm = make(
+        server, max_total_calls=10, max_concurrent_subcalls=64, trajectory_path=path, isolation=isolation
+    )
     with pytest.raises(BudgetExceededError) as caught:
         rlm.complete("q", "c")
     exc = caught.value
@@ -204,6 +209,15 @@ def test_token_budget_stops_after_the_crossing_reply(chat_server: ServerFactory)
     with pytest.raises(BudgetExceededError) as caught:
         rlm.complete("a query of several words", "ctx")
     assert caught.value.metric == "total_tokens"
+    assert len(server.requests) == 1
+
+
+def test_wall_time_budget_stops_the_next_call(chat_server: ServerFactory) -> None:
+    server = chat_server(lambda r: "print(1)", latency=0.2)
+    rlm = make(server, max_elapsed_seconds=0.1)
+    with pytest.raises(BudgetExceededError) as caught:
+        rlm.complete("q", "c")
+    assert caught.value.metric == "elapsed_seconds"
     assert len(server.requests) == 1
 
 
