@@ -18,6 +18,7 @@ import contextvars
 import hashlib
 import json
 import logging
+import os
 import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
@@ -237,6 +238,14 @@ class ReplayClient:
             key = self.key(record["model"], record["messages"])
             self._replies.setdefault(key, []).append(record["reply"])
         self._lock = threading.Lock()
+
+    @classmethod
+    def from_trajectory(cls, path: str | os.PathLike[str]) -> ReplayClient:
+        """A client that answers every call a trajectory file recorded, with its recorded reply."""
+        from .record.trajectory import read_trajectory, recorded_calls
+
+        _, events = read_trajectory(path)
+        return cls(recorded_calls(events))
 
     @staticmethod
     def key(model: str, messages: Sequence[Message] | Sequence[dict[str, Any]]) -> str:

@@ -409,6 +409,39 @@ def test_a_provider_dying_mid_run_leaves_a_complete_trajectory(
     assert events[-1]["data"]["error_type"] == type(caught.value).__name__
 
 
+def test_a_trajectory_replays_to_the_same_run(chat_server: ServerFactory, tmp_path: Path) -> None:
+    from rlm_compat.clients import ReplayClient
+
+    def script(request: dict[str, Any]) -> str:
+        if is_root_iteration(request):
+            if request["messages"][1]["content"] == "child q":
+                return 'FINAL("child says " + context)'
+            if len(request["messages"]) == 2:
+                return 'a = llm_query_batched(["x", "y"])\nprint(a)'
+            return 'FINAL(rlm_query("child q", "hi") + " and " + str(len(a)))'
+        return "leaf " + user_text(request)
+
+    server = chat_server(script)
+    path = tmp_path / "t.jsonl"
+    first = make(server, trajectory_path=path, max_depth=3).complete_result("root q", "c")
+    assert first.answer == "child says hi and 2"
+    replay = ReplayClient.from_trajectory(path)
+    again = RLM(PRICED, client=replay, isolation="inline", max_depth=3).complete_result("root q", "c")
+    assert again.answer == first.answer
+    replies = [e.data["reply"] for e in first.trajectory if e.kind == "model_call_end"]
+    assert sorted(e.data["reply"] for e in again.trajectory if e.kind == "model_call_end") == sorted(replies)
+
+
+def test_a_redacted_trajectory_cannot_be_replayed(chat_server: ServerFactory, tmp_path: Path) -> None:
+    from rlm_compat.clients import ReplayClient
+
+    server = chat_server(['FINAL("x")'])
+    path = tmp_path / "t.jsonl"
+    make(server, trajectory_path=path, capture_trajectory_content=False).complete("q", "c")
+    with pytest.raises(ValueError, match="redacted"):
+        ReplayClient.from_trajectory(path)
+
+
 # --- events and observers ----------------------------------------------------------------------
 
 

@@ -12,7 +12,7 @@ from .budget import RunBudget
 from .results import RESULT_SCHEMA_VERSION, CompletionResult, FailedCompletionResult, RunResult
 from .run import Observer, Run
 from .stats import TreeStats
-from .trajectory import SCHEMA_VERSION, TrajectoryWriter, json_schema, read_trajectory
+from .trajectory import SCHEMA_VERSION, TrajectoryWriter, json_schema, read_trajectory, recorded_calls
 
 __all__ = [
     "RESULT_SCHEMA_VERSION",
@@ -27,4 +27,5 @@ __all__ = [
     "TreeStats",
     "json_schema",
     "read_trajectory",
+    "recorded_calls",
 ]

@@ -6,7 +6,8 @@ it. Each line is flushed when written, so a run that dies — the provider gone,
 leaves a valid file up to its last event. ``redact=True`` keeps the length of every text (query,
 replies, code, output, answers, message contents) instead of the text itself. The JSON Schema of a
 line is :func:`json_schema` (shipped as ``trajectory.schema.json``, documented in
-docs/trajectory.md).
+docs/trajectory.md). :func:`recorded_calls` turns a trajectory back into the calls it made, which
+:meth:`rlm_compat.clients.ReplayClient.from_trajectory` answers from.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import os
 import threading
 import types
 import typing
+from collections.abc import Iterable
 from pathlib import Path
 from typing import IO, Any
 
@@ -30,6 +32,7 @@ __all__ = [
     "TrajectoryWriter",
     "json_schema",
     "read_trajectory",
+    "recorded_calls",
 ]
 
 SCHEMA_NAME = "rlm_compat.trajectory"
@@ -84,6 +87,34 @@ def read_trajectory(path: str | os.PathLike[str]) -> tuple[dict[str, Any], list[
             f"this rlm_compat reads {SCHEMA_NAME!r} version {SCHEMA_VERSION}"
         )
     return header, [json.loads(line) for line in lines[1:] if line.strip()]
+
+
+def recorded_calls(events: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Each answered model call of a trajectory as ``{"model", "messages", "reply"}``, in order.
+
+    A call's full message list is rebuilt from the ``messages`` deltas of its RLM node's earlier
+    calls (a leaf call's list is complete). Redacted trajectories hold no texts and cannot be
+    replayed: they raise ValueError.
+    """
+    conversations: dict[str, list[dict[str, Any]]] = {}
+    started: dict[str, dict[str, Any]] = {}
+    calls: list[dict[str, Any]] = []
+    for event in events:
+        data = event["data"]
+        if event["kind"] == "model_call_start":
+            messages = [dict(m) for m in data["messages"]]
+            if any(not isinstance(m.get("content"), str) for m in messages):
+                raise ValueError("a redacted trajectory keeps no message texts and cannot be replayed")
+            if not data["is_leaf"]:
+                messages = conversations.setdefault(event["parent_id"], []) + messages
+                conversations[event["parent_id"]] = messages
+            started[event["node_id"]] = {"model": data["model"], "messages": messages}
+        elif event["kind"] == "model_call_end" and event["node_id"] in started:
+            reply = data["reply"]
+            if not isinstance(reply, str):
+                raise ValueError("a redacted trajectory keeps no replies and cannot be replayed")
+            calls.append({**started.pop(event["node_id"]), "reply": reply})
+    return calls
 
 
 def json_schema() -> dict[str, Any]:
