@@ -250,8 +250,7 @@ class RLM:
         ``max_iterations`` model calls pass without a final answer, BudgetExceededError when a
         ``max_total_*`` limit is spent. The run's record is kept in :attr:`last_run`.
         """
-        result = await self._run(query, context, kwargs, return_failure=False)
-        assert result.answer is not None
+        result = await self.acomplete_result(query, context, **kwargs)
         return result.answer
 
     def complete_result(self, query: str = "", context: str = "", **kwargs: Any) -> CompletionResult:
@@ -260,9 +259,8 @@ class RLM:
 
     async def acomplete_result(self, query: str = "", context: str = "", **kwargs: Any) -> CompletionResult:
         """Like :meth:`acomplete`, returning the answer with this run's tree stats and trajectory."""
-        result = await self._run(query, context, kwargs, return_failure=False)
-        assert isinstance(result, CompletionResult)
-        return result
+        # without return_failure a failed run raises, so what comes back answered
+        return cast(CompletionResult, await self._run(query, context, kwargs, return_failure=False))
 
     def try_complete_result(self, query: str = "", context: str = "", **kwargs: Any) -> RunResult:
         """Synchronous :meth:`atry_complete_result`."""

@@ -442,6 +442,29 @@ def test_a_redacted_trajectory_cannot_be_replayed(chat_server: ServerFactory, tm
         ReplayClient.from_trajectory(path)
 
 
+def test_concurrent_runs_need_their_own_trajectory_files(chat_server: ServerFactory, tmp_path: Path) -> None:
+    from rlm_compat import ConfigurationError
+
+    server = chat_server(_per_query_script)
+
+    async def two(rlm: RLM) -> list[Any]:
+        return await asyncio.gather(
+            rlm.atry_complete_result("one", "c"), rlm.atry_complete_result("two", "c"), return_exceptions=True
+        )
+
+    shared = asyncio.run(two(make(server, trajectory_path=tmp_path / "same.jsonl")))
+    assert sum(isinstance(r, ConfigurationError) for r in shared) == 1
+    assert "{run}" in str(next(r for r in shared if isinstance(r, ConfigurationError)))
+
+    separate = asyncio.run(two(make(server, trajectory_path=tmp_path / "run-{run}.jsonl")))
+    paths = {r.trajectory_path for r in separate}
+    assert len(paths) == 2
+    for result in separate:
+        header, events = read_trajectory(result.trajectory_path)
+        assert Path(result.trajectory_path).name == f"run-{header['run_id']}.jsonl"
+        assert events[-1]["data"]["answer"] == f"answer to {result.trajectory[0].query}"
+
+
 # --- events and observers ----------------------------------------------------------------------
 
 

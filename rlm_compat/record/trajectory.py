@@ -19,10 +19,12 @@ import os
 import threading
 import types
 import typing
+import uuid
 from collections.abc import Iterable
 from pathlib import Path
 from typing import IO, Any
 
+from ..errors import ConfigurationError
 from ..events import CONTENT_FIELDS, EVENT_TYPES, TrajectoryEvent
 
 __all__ = [
@@ -39,19 +41,41 @@ SCHEMA_NAME = "rlm_compat.trajectory"
 SCHEMA_VERSION = 1
 SCHEMA_PATH = Path(__file__).with_name("trajectory.schema.json")
 
+_open_lock = threading.Lock()
+_open_paths: set[str] = set()
+
 
 class TrajectoryWriter:
-    """Observer writing a run's events to ``path`` (created or truncated) as JSON lines."""
+    """Observer writing a run's events to ``path`` (created or truncated) as JSON lines.
 
-    def __init__(self, path: str | os.PathLike[str], *, redact: bool = False) -> None:
-        self.path = Path(path)
+    ``{run}`` in the path is replaced by the run's id, so runs of one RLM — also concurrent ones —
+    each get a file. Two live runs never share a file: opening a path another writer still holds
+    raises ConfigurationError instead of interleaving two runs' lines.
+    """
+
+    def __init__(self, path: str | os.PathLike[str], *, redact: bool = False, run_id: str = "") -> None:
+        self.run_id = run_id or uuid.uuid4().hex[:12]
+        self.path = Path(str(path).replace("{run}", self.run_id))
         self.redact = redact
         self._lock = threading.Lock()
-        self._stream: IO[str] | None = self.path.open("w", encoding="utf-8", newline="\n")
+        key = str(self.path.absolute())
+        with _open_lock:
+            if key in _open_paths:
+                raise ConfigurationError(
+                    f"trajectory file {self.path} is being written by another run; "
+                    "put {run} in trajectory_path to give every run its own file"
+                )
+            try:
+                self._stream: IO[str] | None = self.path.open("w", encoding="utf-8", newline="\n")
+            except OSError as exc:
+                raise ConfigurationError(f"cannot write the trajectory file {self.path}: {exc}") from None
+            _open_paths.add(key)
+        self._key = key
         self._write(
             {
                 "schema": SCHEMA_NAME,
                 "schema_version": SCHEMA_VERSION,
+                "run_id": self.run_id,
                 "created_at": datetime.datetime.now(datetime.timezone.utc).isoformat(),
                 "redacted": redact,
             }
@@ -66,6 +90,8 @@ class TrajectoryWriter:
             if self._stream is not None:
                 self._stream.close()
                 self._stream = None
+                with _open_lock:
+                    _open_paths.discard(self._key)
 
     def _write(self, record: dict[str, Any]) -> None:
         line = json.dumps(record, ensure_ascii=False, separators=(",", ":"), default=repr)
@@ -167,10 +193,11 @@ def json_schema() -> dict[str, Any]:
             },
             "header": {
                 "type": "object",
-                "required": ["schema", "schema_version", "created_at", "redacted"],
+                "required": ["schema", "schema_version", "run_id", "created_at", "redacted"],
                 "properties": {
                     "schema": {"const": SCHEMA_NAME},
                     "schema_version": {"const": SCHEMA_VERSION},
+                    "run_id": {"type": "string"},
                     "created_at": {"type": "string"},
                     "redacted": {"type": "boolean"},
                 },
