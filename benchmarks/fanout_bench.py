@@ -15,6 +15,8 @@ Rows and targets (the run-record issue; PASS / FAIL printed, never asserted):
 
 - ``llm_query_batched`` of n prompts: <= 0.5 s, and >= 10x faster than 2fb46cc's loop;
 - n sequential ``llm_query`` calls: <= n x (latency + 10 ms);
+- reference (no target): ``litellm.acompletion`` n times in a row in one event loop against the
+  same kind of server, timed by the client — what litellm itself costs per sequential call;
 - ``rlm_query_batched`` of n child RLMs (each its own REPL session, answering at once): <= 1.5 s;
 - 2fb46cc's sequential ``recursive_llm`` loop (with ``--upstream``, default
   ``$RLM_COMPAT_UPSTREAM``; run by ``--upstream-python``, default /work/venvs/up311's python if it
@@ -127,6 +129,27 @@ class Provider:
         return clock.span()
 
 
+def run_litellm_alone(latency: float, n: int) -> float:
+    """Reference: ``litellm.acompletion`` n times in a row in one event loop, timed by the client."""
+    import asyncio
+
+    import litellm
+
+    with ScriptedChatServer(lambda request: "leaf answer", latency=latency) as server:
+
+        async def calls() -> float:
+            messages = [{"role": "user", "content": "sub question"}]
+            await litellm.acompletion(model=MODEL, messages=messages, api_base=server.base_url, api_key="sk")
+            started = time.perf_counter()
+            for _ in range(n):
+                await litellm.acompletion(
+                    model=MODEL, messages=messages, api_base=server.base_url, api_key="sk"
+                )
+            return time.perf_counter() - started
+
+        return asyncio.run(calls())
+
+
 def profile_split(provider: Provider, code: str, isolation: str, calls: int) -> None:
     """Own CPU time by package for one run, in the thread running the event loop (cProfile)."""
     import cProfile
@@ -192,6 +215,8 @@ def main() -> None:
     t_seq, s = median_of(args.repeat, lambda: provider.run_ours(sequential, args.isolation))
     seq_limit = n * (latency + 0.010)
     rows.append((f"rlm_compat sequential llm_query x{n}", t_seq, s, f"<= {seq_limit:.2f} s"))
+    t_alone, s = median_of(args.repeat, lambda: run_litellm_alone(latency, n))
+    rows.append((f"reference: litellm.acompletion alone, sequential x{n}", t_alone, s, "(reference)"))
     t_children, s = median_of(args.repeat, lambda: provider.run_ours(children, args.isolation))
     rows.append((f"rlm_compat rlm_query_batched x{n} children", t_children, s, "<= 1.5 s"))
     t_up: float | None = None

@@ -50,6 +50,7 @@ from .events import (
     RunStarted,
     SubcallFinished,
     SubcallStarted,
+    TrajectoryEvent,
 )
 from .profiles import Profile, resolve_profile
 from .prompts import build_system_prompt
@@ -271,7 +272,7 @@ class RLM:
         return await self._run(query, context, kwargs, return_failure=True)
 
     @property
-    def trajectory(self) -> tuple[Any, ...]:
+    def trajectory(self) -> tuple[TrajectoryEvent, ...]:
         """The events of the last finished run (empty before any)."""
         return () if self.last_run is None else self.last_run.trajectory
 
