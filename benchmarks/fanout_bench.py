@@ -227,9 +227,9 @@ def main() -> None:
         rows.append((f"2fb46cc sequential recursive_llm x{n}", t_up, s, "(baseline)"))
 
     verdicts = {
-        rows[0][0]: t_batched <= 0.5 and (t_up is None or t_up / t_batched >= 10),
-        rows[1][0]: t_seq <= seq_limit,
-        rows[2][0]: t_children <= 1.5,
+        f"rlm_compat llm_query_batched x{n}": t_batched <= 0.5 and (t_up is None or t_up / t_batched >= 10),
+        f"rlm_compat sequential llm_query x{n}": t_seq <= seq_limit,
+        f"rlm_compat rlm_query_batched x{n} children": t_children <= 1.5,
     }
     print(
         f"fan-out of {n} sub-queries at {latency * 1000:.0f} ms provider latency; "
