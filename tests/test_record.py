@@ -231,6 +231,41 @@ def test_try_complete_result_returns_failures(chat_server: ServerFactory) -> Non
     assert result.to_dict()["termination_reason"] == "failed"
 
 
+def test_budget_reservations_from_many_threads_stop_exactly_at_the_limit() -> None:
+    budget = RunBudget(max_calls=100)
+    granted: list[int] = []
+    refused: list[BudgetExceededError] = []
+
+    def take() -> None:
+        for _ in range(50):
+            try:
+                budget.reserve_call()
+                granted.append(1)
+            except BudgetExceededError as exc:
+                refused.append(exc)
+
+    threads = [threading.Thread(target=take) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(granted) == 100
+    assert len(refused) == 300
+    assert budget.snapshot()["reserved_calls"] == 100
+    assert {e.metric for e in refused} == {"llm_calls"}
+
+
+def test_budget_usage_interface_latches() -> None:
+    budget = RunBudget(max_tokens=100, max_cost_usd=1.0)
+    budget.record_usage(50, 0.5)
+    budget.reserve_call()
+    with pytest.raises(BudgetExceededError, match="estimated_cost_usd"):
+        budget.record_usage(60, 1.5)
+    with pytest.raises(BudgetExceededError, match="estimated_cost_usd"):
+        budget.check_deadline()
+    assert budget.snapshot()["exceeded"] == "estimated_cost_usd"
+
+
 @pytest.mark.parametrize(
     "kwargs",
     [

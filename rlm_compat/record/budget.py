@@ -2,7 +2,7 @@
 
 Calls are *reserved* before they are sent, under a lock, so any number of concurrent sub-calls can
 never send more than ``max_calls`` requests. Tokens and cost are only known when a reply arrives:
-once the observed total crosses its limit no further call is reserved (the reply that crossed it
+once the observed total exceeds its limit no further call is reserved (the reply that crossed it
 is still counted). The first limit hit latches: every later reservation fails the same way, so a
 model that catches the error inside its REPL code cannot keep spending.
 """
@@ -78,6 +78,23 @@ class RunBudget:
         with self._lock:
             self._check_locked()
 
+    def check_deadline(self) -> None:
+        """recursive-llm 0.5.0's name for :meth:`check`."""
+        self.check()
+
+    def record_usage(self, total_tokens: int, estimated_cost_usd: float | None) -> None:
+        """Set the run's observed totals (not increments) and raise if one crosses its limit.
+
+        recursive-llm 0.5.0's interface, for code that meters usage itself; runs of an RLM are
+        metered from their events instead.
+        """
+        with self._lock:
+            self._tokens = total_tokens
+            if estimated_cost_usd is not None:
+                self._cost, self._priced = estimated_cost_usd, True
+            self._latch_locked()
+            self._check_locked()
+
     def remaining_seconds(self) -> float | None:
         """Wall time left, or None without a time limit."""
         if self.max_elapsed_seconds is None:
@@ -93,12 +110,16 @@ class RunBudget:
             if event.cost_usd is not None:
                 self._cost += event.cost_usd
                 self._priced = True
-            if self._exceeded is not None:
-                return
-            if self.max_tokens is not None and self._tokens >= self.max_tokens:
-                self._exceeded = ("total_tokens", self.max_tokens, self._tokens)
-            elif self.max_cost_usd is not None and self._priced and self._cost >= self.max_cost_usd:
-                self._exceeded = ("estimated_cost_usd", self.max_cost_usd, self._cost)
+            self._latch_locked()
+
+    def _latch_locked(self) -> None:
+        """Mark the budget spent once tokens or cost exceed a limit (the first reason wins)."""
+        if self._exceeded is not None:
+            return
+        if self.max_tokens is not None and self._tokens > self.max_tokens:
+            self._exceeded = ("total_tokens", self.max_tokens, self._tokens)
+        elif self.max_cost_usd is not None and self._priced and self._cost > self.max_cost_usd:
+            self._exceeded = ("estimated_cost_usd", self.max_cost_usd, self._cost)
 
     def snapshot(self) -> dict[str, Any]:
         """Limits and what was used (recursive-llm 0.5.0's ``stats["budget"]`` keys)."""
