@@ -500,6 +500,28 @@ def test_concurrent_runs_need_their_own_trajectory_files(chat_server: ServerFact
         assert events[-1]["data"]["answer"] == f"answer to {result.trajectory[0].query}"
 
 
+def test_progress_lines_follow_the_run(chat_server: ServerFactory) -> None:
+    import io
+
+    from rlm_compat.record import ProgressPrinter
+
+    def script(request: dict[str, Any]) -> str:
+        if is_root_iteration(request):
+            if len(request["messages"]) == 2:
+                return 'print(llm_query_batched(["a", "b"]))'
+            return 'FINAL("ok")'
+        return "leaf"
+
+    out = io.StringIO()
+    make(server := chat_server(script), on_event=ProgressPrinter(out)).complete("q", "c")
+    lines = out.getvalue().splitlines()
+    assert len(server.requests) == 4
+    assert sum(f"  {PRICED}  " in line for line in lines) == 4
+    assert any("llm_query_batched x2  0 errors" in line for line in lines)
+    assert any("step 1  ok" in line for line in lines)
+    assert lines[-1].split("] ", 1)[1].startswith("done: 4 calls, ")
+
+
 # --- events and observers ----------------------------------------------------------------------
 
 

@@ -2,13 +2,15 @@
 
 :class:`Run` numbers and fans out a run's events; :class:`TreeStats` folds them into tree-wide
 figures; :class:`RunBudget` reserves calls and stops a run at its limits; :class:`TrajectoryWriter`
-writes them as versioned JSON lines; :class:`CompletionResult` / :class:`FailedCompletionResult`
-are what ``RLM.complete_result()`` returns.
+writes them as versioned JSON lines; :class:`ProgressPrinter` prints a line per step;
+:class:`CompletionResult` / :class:`FailedCompletionResult` are what ``RLM.complete_result()``
+returns.
 """
 
 from __future__ import annotations
 
 from .budget import RunBudget
+from .progress import ProgressPrinter
 from .results import RESULT_SCHEMA_VERSION, CompletionResult, FailedCompletionResult, RunResult
 from .run import Observer, Run
 from .stats import TreeStats
@@ -20,6 +22,7 @@ __all__ = [
     "CompletionResult",
     "FailedCompletionResult",
     "Observer",
+    "ProgressPrinter",
     "Run",
     "RunBudget",
     "RunResult",
