@@ -556,3 +556,37 @@ def test_record_options_are_validated(kwargs: dict[str, Any], match: str) -> Non
 
     with pytest.raises(ConfigurationError, match=match):
         RLM("m", **kwargs)
+
+
+def test_recursive_llm_050_names_are_there() -> None:
+    import rlm_compat
+
+    for name in (
+        "BudgetExceededError",
+        "CompletionResult",
+        "FailedCompletionResult",
+        "ProviderResponseError",
+        "RunBudget",
+        "RunResult",
+        "TrajectoryEvent",
+    ):
+        assert name in rlm_compat.__all__
+        assert getattr(rlm_compat, name) is not None
+    for method in ("complete_result", "acomplete_result", "try_complete_result", "atry_complete_result"):
+        assert callable(getattr(RLM, method))
+    seen: list[TrajectoryEvent] = []
+    rlm = RLM(
+        "m",
+        event_handler=seen.append,
+        max_total_calls=3,
+        max_total_tokens=100,
+        max_total_cost_usd=1.0,
+        max_elapsed_seconds=60,
+        max_retries=1,
+        max_concurrent_subcalls=4,
+        capture_trajectory_content=False,
+    )
+    assert rlm.observers == [seen.append]
+    assert rlm.trajectory == ()
+    assert rlm.last_run is None
+    assert issubclass(ProviderResponseError, rlm_compat.LLMCallError)
