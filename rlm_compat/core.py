@@ -552,7 +552,9 @@ class RLM:
         try:
             with retry_listener(on_retry):
                 # A copy, so a client (or a mock recording call args) never sees later appends.
-                reply = await self.client.complete(model, list(messages), **call_kwargs)
+                reply = await _within_budget(
+                    run.budget, self.client.complete(model, list(messages), **call_kwargs)
+                )
             figures = reply if isinstance(reply, ModelReply) else ModelReply(content=reply)
             content = figures.content
             if not isinstance(content, str):
@@ -790,6 +792,18 @@ class _ItemError(str):
     """A batch item's error text (a plain str to the model; counted as an error in the record)."""
 
     __slots__ = ()
+
+
+async def _within_budget(budget: RunBudget, call: Awaitable[_T]) -> _T:
+    """Await a model call, cut off when the run's wall-time budget runs out."""
+    remaining = budget.remaining_seconds()
+    if remaining is None:
+        return await call
+    try:
+        return await asyncio.wait_for(call, remaining)
+    except asyncio.TimeoutError:
+        budget.expire()
+        raise  # unreachable: expire() raises
 
 
 def _settled(run: Run, depth: int, node: str, answer: str, method: str) -> str:

@@ -212,13 +212,15 @@ def test_token_budget_stops_after_the_crossing_reply(chat_server: ServerFactory)
     assert len(server.requests) == 1
 
 
-def test_wall_time_budget_stops_the_next_call(chat_server: ServerFactory) -> None:
-    server = chat_server(lambda r: "print(1)", latency=0.2)
-    rlm = make(server, max_elapsed_seconds=0.1)
+def test_wall_time_budget_cuts_a_slow_call_short(chat_server: ServerFactory) -> None:
+    server = chat_server(lambda r: "print(1)", latency=3.0)
+    rlm = make(server, max_elapsed_seconds=0.2)
     with pytest.raises(BudgetExceededError) as caught:
         rlm.complete("q", "c")
     assert caught.value.metric == "elapsed_seconds"
-    assert len(server.requests) == 1
+    assert rlm.last_run is not None
+    kinds = [e.kind for e in rlm.last_run.trajectory]
+    assert kinds[-4:] == ["model_call_start", "model_call_error", "rlm_error", "run_error"]
 
 
 def test_try_complete_result_returns_failures(chat_server: ServerFactory) -> None:

@@ -78,6 +78,15 @@ class RunBudget:
         with self._lock:
             self._check_locked()
 
+    def expire(self) -> None:
+        """The wall-time limit ran out while something waited: latch and raise BudgetExceededError."""
+        limit = self.max_elapsed_seconds
+        if limit is None:
+            raise ValueError("expire() needs a max_elapsed_seconds limit")
+        with self._lock:
+            self._check_locked()
+            self._exceed_locked("elapsed_seconds", limit, max(limit, time.monotonic() - self._started))
+
     def check_deadline(self) -> None:
         """recursive-llm 0.5.0's name for :meth:`check`."""
         self.check()
