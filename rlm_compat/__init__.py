@@ -11,11 +11,13 @@ from typing import TYPE_CHECKING, Any
 from ._lazy import ensure_offline_litellm
 from .config import Limits, ReplConfig, WorkerResourceLimits
 from .errors import (
+    BudgetExceededError,
     ConfigurationError,
     FinalVarMissingError,
     LLMCallError,
     MaxDepthError,
     MaxIterationsError,
+    ProviderResponseError,
     REPLError,
     REPLSecurityError,
     REPLTimeoutError,
@@ -28,16 +30,27 @@ from .repl import REPLExecutor
 
 if TYPE_CHECKING:
     from .core import RLM
+    from .events import TrajectoryEvent
+    from .record import CompletionResult, FailedCompletionResult, RunBudget, RunResult
 
 ensure_offline_litellm()
 
+_LAZY = {
+    "RLM": "core",
+    "CompletionResult": "record",
+    "FailedCompletionResult": "record",
+    "RunBudget": "record",
+    "RunResult": "record",
+    "TrajectoryEvent": "events",
+}
+
 
 def __getattr__(name: str) -> Any:
-    """``RLM`` is imported on first use: a REPL worker imports this package but never the loop."""
-    if name == "RLM":
-        from .core import RLM
+    """The loop and the run record load on first use: a REPL worker imports this package but neither."""
+    if name in _LAZY:
+        import importlib
 
-        return RLM
+        return getattr(importlib.import_module(f".{_LAZY[name]}", __name__), name)
     raise AttributeError(f"module 'rlm_compat' has no attribute {name!r}")
 
 
@@ -50,19 +63,26 @@ __version__ = "0.1.0"
 
 __all__ = [
     "RLM",
+    "BudgetExceededError",
+    "CompletionResult",
     "ConfigurationError",
+    "FailedCompletionResult",
     "FinalVarMissingError",
     "LLMCallError",
     "Limits",
     "MaxDepthError",
     "MaxIterationsError",
     "Profile",
+    "ProviderResponseError",
     "REPLError",
     "REPLExecutor",
     "REPLSecurityError",
     "REPLTimeoutError",
     "RLMError",
     "ReplConfig",
+    "RunBudget",
+    "RunResult",
+    "TrajectoryEvent",
     "UnknownOptionWarning",
     "UnsupportedOptionError",
     "WorkerResourceLimits",

@@ -1,46 +1,181 @@
 """Where model calls go: litellm (default), a scripted list of replies, or a recorded replay.
 
-A client turns ``(model, messages, **kwargs)`` into the reply text. The loop never imports litellm
+A client turns ``(model, messages, **kwargs)`` into the reply: its text, or a :class:`ModelReply`
+with the provider's token usage and litellm's cost estimate. The loop never imports litellm
 itself: :class:`LiteLLMClient` reads the module through a getter at call time, so patching
 ``rlm_compat.core.litellm.acompletion`` (upstream's test recipe) is honoured.
+
+Retries of transient provider errors (429, 5xx, timeouts, dropped connections) are litellm's own:
+its ``max_retries`` argument goes to the provider SDK, which backs off exponentially and honours
+``Retry-After``. The SDK logs each retry before it sleeps; :func:`retry_listener` turns those log
+records into callbacks for the call that is waiting, so the run record counts them.
 """
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import hashlib
 import json
+import logging
+import os
 import threading
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
-from .errors import LLMCallError
+from .errors import LLMCallError, ProviderResponseError
 from .types import Message
 
-__all__ = ["LLMClient", "LiteLLMClient", "RecordedCall", "ReplayClient", "ScriptedClient"]
+__all__ = [
+    "LLMClient",
+    "LiteLLMClient",
+    "ModelReply",
+    "RecordedCall",
+    "ReplayClient",
+    "ScriptedClient",
+    "retry_listener",
+]
+
+
+@dataclass(frozen=True)
+class ModelReply:
+    """A reply with what the provider reported about it (None where it reported nothing)."""
+
+    content: str | None
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+    total_tokens: int | None = None
+    cached_tokens: int | None = None
+    cost_usd: float | None = None
 
 
 @runtime_checkable
 class LLMClient(Protocol):
-    """Anything that can answer a chat: returns the assistant's text (or None if it sent none)."""
+    """Anything that can answer a chat: the assistant's text (None if it sent none) or a ModelReply."""
 
-    async def complete(self, model: str, messages: list[Message], **kwargs: Any) -> str | None: ...
+    async def complete(
+        self, model: str, messages: list[Message], **kwargs: Any
+    ) -> str | ModelReply | None: ...
 
 
 class LiteLLMClient:
-    """Calls ``litellm.acompletion`` and reads ``response.choices[0].message.content``, as upstream."""
+    """Calls ``litellm.acompletion`` and reads ``response.choices[0].message.content``, as upstream.
+
+    Usage and cost are read defensively: a patched ``acompletion`` returning a bare mock (upstream's
+    tests do) yields a reply without figures rather than an error.
+    """
 
     def __init__(self, module: Callable[[], Any]) -> None:
         self._module = module
 
-    async def complete(self, model: str, messages: list[Message], **kwargs: Any) -> str | None:
-        response = await self._module().acompletion(model=model, messages=messages, **kwargs)
+    async def complete(self, model: str, messages: list[Message], **kwargs: Any) -> ModelReply:
+        _install_retry_log_hook()
+        try:
+            response = await self._module().acompletion(model=model, messages=messages, **kwargs)
+        except Exception as exc:
+            if _caused_by(exc, json.JSONDecodeError):
+                raise ProviderResponseError(
+                    f"model {model!r}: the provider's reply body is not valid JSON ({exc}); "
+                    "check that api_base points at an OpenAI-compatible chat-completions endpoint"
+                ) from exc
+            raise
         try:
             content = response.choices[0].message.content
         except (AttributeError, IndexError, KeyError, TypeError) as exc:
-            raise LLMCallError(
-                f"model {model!r} answered without choices[0].message.content: {exc!r}"
+            raise ProviderResponseError(
+                f"model {model!r} answered without choices[0].message.content ({exc!r}); "
+                "the provider sent no completion choice"
             ) from None
-        return content  # type: ignore[no-any-return]
+        usage = getattr(response, "usage", None)
+        details = getattr(usage, "prompt_tokens_details", None)
+        return ModelReply(
+            content=content,
+            prompt_tokens=_count(getattr(usage, "prompt_tokens", None)),
+            completion_tokens=_count(getattr(usage, "completion_tokens", None)),
+            total_tokens=_count(getattr(usage, "total_tokens", None)),
+            cached_tokens=_count(getattr(details, "cached_tokens", None)),
+            cost_usd=self._cost(response),
+        )
+
+    def _cost(self, response: Any) -> float | None:
+        """litellm's estimate from its bundled price map; None for models it has no price for."""
+        hidden = getattr(response, "_hidden_params", None)
+        cost = hidden.get("response_cost") if isinstance(hidden, dict) else None
+        if isinstance(cost, (int, float)) and not isinstance(cost, bool):
+            return float(cost)
+        return None
+
+
+def _count(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _caused_by(exc: BaseException, kind: type[BaseException]) -> bool:
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        if isinstance(current, kind):
+            return True
+        seen.add(id(current))
+        current = current.__cause__ or current.__context__
+    return False
+
+
+# --- retry accounting ---------------------------------------------------------------------------
+
+_RETRY_SINK: contextvars.ContextVar[Callable[[float], None] | None] = contextvars.ContextVar(
+    "rlm_compat_retry_sink", default=None
+)
+_RETRY_MESSAGE = "Retrying request to %s in %f seconds"
+_SDK_LOGGER = "openai._base_client"
+_hook_lock = threading.Lock()
+_hook_installed = False
+
+
+@contextlib.contextmanager
+def retry_listener(callback: Callable[[float], None]) -> Iterator[None]:
+    """Within this block, each SDK retry of the current task's call calls ``callback(delay_seconds)``."""
+    token = _RETRY_SINK.set(callback)
+    try:
+        yield
+    finally:
+        _RETRY_SINK.reset(token)
+
+
+class _RetryLogFilter(logging.Filter):
+    """Counts the SDK's retry records for the waiting call; passes on only what would show anyway.
+
+    The SDK logs retries at INFO, below the default WARNING, so the logger's level is lowered to
+    INFO to see them; records under the level the logger had before are then dropped here, so the
+    user's logging output is unchanged.
+    """
+
+    def __init__(self, floor: int) -> None:
+        super().__init__()
+        self.floor = floor
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.msg == _RETRY_MESSAGE:
+            sink = _RETRY_SINK.get()
+            if sink is not None:
+                args: tuple[Any, ...] = record.args if isinstance(record.args, tuple) else ()
+                delay = args[1] if len(args) > 1 and isinstance(args[1], (int, float)) else 0.0
+                sink(float(delay))
+        return record.levelno >= self.floor
+
+
+def _install_retry_log_hook() -> None:
+    global _hook_installed
+    with _hook_lock:
+        if _hook_installed:
+            return
+        logger = logging.getLogger(_SDK_LOGGER)
+        floor = logger.getEffectiveLevel()
+        logger.addFilter(_RetryLogFilter(floor))
+        if floor > logging.INFO:
+            logger.setLevel(logging.INFO)
+        _hook_installed = True
 
 
 class RecordedCall:
@@ -75,7 +210,7 @@ class ScriptedClient:
         self._lock = threading.Lock()
         self.calls: list[RecordedCall] = []
 
-    async def complete(self, model: str, messages: list[Message], **kwargs: Any) -> str | None:
+    async def complete(self, model: str, messages: list[Message], **kwargs: Any) -> str:
         with self._lock:
             if callable(self._script):
                 reply = self._script(model, messages)
@@ -104,13 +239,21 @@ class ReplayClient:
             self._replies.setdefault(key, []).append(record["reply"])
         self._lock = threading.Lock()
 
+    @classmethod
+    def from_trajectory(cls, path: str | os.PathLike[str]) -> ReplayClient:
+        """A client that answers every call a trajectory file recorded, with its recorded reply."""
+        from .record.trajectory import read_trajectory, recorded_calls
+
+        _, events = read_trajectory(path)
+        return cls(recorded_calls(events))
+
     @staticmethod
     def key(model: str, messages: Sequence[Message] | Sequence[dict[str, Any]]) -> str:
         """A stable digest of a request."""
         blob = json.dumps([model, [dict(m) for m in messages]], sort_keys=True, ensure_ascii=False)
         return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
-    async def complete(self, model: str, messages: list[Message], **kwargs: Any) -> str | None:
+    async def complete(self, model: str, messages: list[Message], **kwargs: Any) -> str:
         key = self.key(model, messages)
         with self._lock:
             queue = self._replies.get(key)

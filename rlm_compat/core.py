@@ -16,24 +16,57 @@ import asyncio
 import concurrent.futures
 import copy
 import functools
+import os
 import re
-from collections.abc import Callable, Coroutine, Iterable, Mapping
-from typing import Any, TypeVar
+import threading
+import time
+from collections.abc import Awaitable, Callable, Coroutine, Iterable, Mapping
+from typing import Any, TypeVar, cast
 
 from . import parser as _parser
 from ._lazy import LazyModule
-from .clients import LiteLLMClient, LLMClient
+from .clients import LiteLLMClient, LLMClient, ModelReply, retry_listener
 from .config import Limits, ReplConfig
-from .errors import ConfigurationError, LLMCallError, MaxDepthError, MaxIterationsError, RLMError
+from .errors import (
+    BudgetExceededError,
+    ConfigurationError,
+    MaxDepthError,
+    MaxIterationsError,
+    ProviderResponseError,
+    RLMError,
+)
+from .events import (
+    FinalAnswer,
+    ModelCallFailed,
+    ModelCallFinished,
+    ModelCallStarted,
+    ModelRetry,
+    ReplStep,
+    RlmFailed,
+    RlmFinished,
+    RlmStarted,
+    RunFailed,
+    RunFinished,
+    RunStarted,
+    SubcallFinished,
+    SubcallStarted,
+    TrajectoryEvent,
+)
 from .options import split_rlm_options
 from .profiles import Profile, resolve_profile
 from .prompts import build_system_prompt
+from .record import CompletionResult, FailedCompletionResult, Observer, Run, RunBudget, RunResult
+from .record.config import messages_digest, run_config
+from .record.trajectory import TrajectoryWriter
 from .repl import REPLError, REPLExecutor
 from .sandbox import host_call
 from .types import Message
 
 __all__ = [
     "RLM",
+    "BudgetExceededError",
+    "CompletionResult",
+    "FailedCompletionResult",
     "MaxDepthError",
     "MaxIterationsError",
     "Message",
@@ -52,7 +85,6 @@ is_final = _parser.is_final
 parse_response = _parser.parse_response
 
 _T = TypeVar("_T")
-_BATCH_CONCURRENCY = 8
 
 
 def run_sync(coro: Coroutine[Any, Any, _T]) -> _T:
@@ -112,6 +144,17 @@ class RLM:
         isolation: str | None = None,
         limits: Limits | None = None,
         repl_config: ReplConfig | None = None,
+        on_event: Observer | None = None,
+        event_handler: Observer | None = None,
+        observers: Iterable[Observer] = (),
+        trajectory_path: str | os.PathLike[str] | None = None,
+        capture_trajectory_content: bool = True,
+        max_total_calls: int | None = None,
+        max_total_tokens: int | None = None,
+        max_total_cost_usd: float | None = None,
+        max_elapsed_seconds: float | None = None,
+        max_concurrent_subcalls: int = 16,
+        max_retries: int | None = None,
         **llm_kwargs: Any,
     ) -> None:
         """Same positional parameters as upstream; keyword-only additions default to its behaviour.
@@ -122,7 +165,18 @@ class RLM:
         ``repl_timeout``, ``max_output_chars``, ``isolation``, ``limits``: the REPL's
         :class:`~rlm_compat.config.ReplConfig` (or pass ``repl_config`` whole); child RLMs
         inherit it. Other keywords: model-call options, ``provider_options={...}`` or ``api=``,
-        sorted by :mod:`rlm_compat.options` (an unknown one is an error, not a pass-through).
+        sorted by :mod:`rlm_compat.options` (an unknown one gets an UnknownOptionWarning naming it,
+        never a silent pass-through).
+
+        The run record (recursive-llm 0.5.0's names where it has them): ``on_event`` /
+        ``event_handler`` / ``observers`` are called with every
+        :class:`~rlm_compat.events.TrajectoryEvent` of a run, in order; ``trajectory_path`` writes
+        each run's events there as JSON lines (``capture_trajectory_content=False``: lengths
+        instead of texts); ``max_total_calls`` / ``max_total_tokens`` / ``max_total_cost_usd`` /
+        ``max_elapsed_seconds`` bound each run's whole tree (BudgetExceededError);
+        ``max_concurrent_subcalls`` bounds the model calls of one ``llm_query_batched`` /
+        ``rlm_query_batched``; ``max_retries`` is litellm's retry count for transient provider
+        errors (None: litellm's default).
         """
         if not isinstance(model, str) or not model:
             raise ConfigurationError("model must be a non-empty string such as 'gpt-4o-mini'")
@@ -155,7 +209,35 @@ class RLM:
         self.repl = REPLExecutor(config=repl_config)
         self._llm_calls = 0
         self._iterations = 0
+        self._count_lock = threading.Lock()
         self.messages: list[Message] = []
+        # the run record (issue 12): validated here, used by _new_run and the sub-call functions
+        RunBudget(
+            max_calls=max_total_calls,
+            max_tokens=max_total_tokens,
+            max_cost_usd=max_total_cost_usd,
+            max_elapsed_seconds=max_elapsed_seconds,
+        )
+        for name, value, least in (
+            ("max_concurrent_subcalls", max_concurrent_subcalls, 1),
+            ("max_retries", 0 if max_retries is None else max_retries, 0),
+        ):
+            if isinstance(value, bool) or not isinstance(value, int) or value < least:
+                raise ConfigurationError(f"{name} must be an integer >= {least}, not {value!r}")
+        handlers = [h for h in (on_event, event_handler, *observers) if h is not None]
+        for handler in handlers:
+            if not callable(handler):
+                raise ConfigurationError(f"event observers must be callables, not {handler!r}")
+        self.observers: list[Observer] = handlers
+        self.trajectory_path = trajectory_path
+        self.capture_trajectory_content = bool(capture_trajectory_content)
+        self.max_total_calls = max_total_calls
+        self.max_total_tokens = max_total_tokens
+        self.max_total_cost_usd = max_total_cost_usd
+        self.max_elapsed_seconds = max_elapsed_seconds
+        self.max_concurrent_subcalls = max_concurrent_subcalls
+        self.max_retries = max_retries
+        self.last_run: RunResult | None = None
 
     # --- public API (both upstream spellings, one implementation) -----------------------------
 
@@ -169,17 +251,141 @@ class RLM:
         """Run the loop until the model gives a final answer; ``**kwargs`` go to every model call.
 
         Raises MaxDepthError when this RLM sits at ``max_depth``, MaxIterationsError when
-        ``max_iterations`` model calls pass without a final answer.
+        ``max_iterations`` model calls pass without a final answer, BudgetExceededError when a
+        ``max_total_*`` limit is spent. The run's record is kept in :attr:`last_run`.
         """
+        result = await self.acomplete_result(query, context, **kwargs)
+        return result.answer
+
+    def complete_result(self, query: str = "", context: str = "", **kwargs: Any) -> CompletionResult:
+        """Synchronous :meth:`acomplete_result`."""
+        return run_sync(self.acomplete_result(query, context, **kwargs))
+
+    async def acomplete_result(self, query: str = "", context: str = "", **kwargs: Any) -> CompletionResult:
+        """Like :meth:`acomplete`, returning the answer with this run's tree stats and trajectory."""
+        # without return_failure a failed run raises, so what comes back answered
+        return cast(CompletionResult, await self._run(query, context, kwargs, return_failure=False))
+
+    def try_complete_result(self, query: str = "", context: str = "", **kwargs: Any) -> RunResult:
+        """Synchronous :meth:`atry_complete_result`."""
+        return run_sync(self.atry_complete_result(query, context, **kwargs))
+
+    async def atry_complete_result(self, query: str = "", context: str = "", **kwargs: Any) -> RunResult:
+        """Like :meth:`acomplete_result`, but a failed run is returned as a FailedCompletionResult."""
+        return await self._run(query, context, kwargs, return_failure=True)
+
+    @property
+    def trajectory(self) -> tuple[TrajectoryEvent, ...]:
+        """The events of the last finished run (empty before any)."""
+        return () if self.last_run is None else self.last_run.trajectory
+
+    # --- one run: its record, then the root node ------------------------------------------------
+
+    def _new_run(self) -> Run:
+        budget = RunBudget(
+            max_calls=self.max_total_calls,
+            max_tokens=self.max_total_tokens,
+            max_cost_usd=self.max_total_cost_usd,
+            max_elapsed_seconds=self.max_elapsed_seconds,
+        )
+        writer = None
+        if self.trajectory_path is not None:
+            writer = TrajectoryWriter(self.trajectory_path, redact=not self.capture_trajectory_content)
+        return Run(budget=budget, observers=self.observers, trajectory=writer)
+
+    async def _run(
+        self, query: str, context: str, kwargs: dict[str, Any], *, return_failure: bool
+    ) -> RunResult:
+        """One root run: its own :class:`Run`, the root node, then the result object."""
         if query and not context:
             query, context = "", query
         if self._current_depth >= self.max_depth:
             raise MaxDepthError(f"Max recursion depth ({self.max_depth}) exceeded")
+        run = self._new_run()
+        config = run_config(self)
+        root = run.node_id("rlm")
+        depth = self._current_depth
+        run.emit(
+            RunStarted, depth=depth, node_id=root, query=query, context_chars=_size(context), config=config
+        )
+        try:
+            answer = await self._node(run, root, "", query, context, kwargs)
+        except BaseException as exc:
+            stats = run.snapshot()
+            run.emit(
+                RunFailed,
+                depth=depth,
+                node_id=root,
+                error_type=type(exc).__name__,
+                error=str(exc),
+                stats=stats,
+            )
+            if isinstance(exc, BudgetExceededError):
+                exc.stats, exc.trajectory_path = stats, run.trajectory_path
+            failed = FailedCompletionResult(
+                type(exc).__name__, str(exc), stats, run.events(), config, run.trajectory_path
+            )
+            run.close()
+            self.last_run = failed
+            if return_failure and isinstance(exc, Exception):
+                return failed
+            raise
+        stats = run.snapshot()
+        run.emit(RunFinished, depth=depth, node_id=root, answer=answer, stats=stats)
+        result = CompletionResult(answer, stats, run.events(), config, run.trajectory_path)
+        run.close()
+        self.last_run = result
+        return result
 
+    async def _node(
+        self, run: Run, node: str, parent: str, query: str, context: str, kwargs: dict[str, Any]
+    ) -> str:
+        """One RLM node of the tree (the root, or a child started from its parent's REPL)."""
+        if query and not context:
+            query, context = "", query
+        depth = self._current_depth
+        run.emit(
+            RlmStarted,
+            depth=depth,
+            node_id=node,
+            parent_id=parent,
+            model=self._default_model(),
+            query=query,
+            context_chars=_size(context),
+        )
+        iterations = [0]
+        try:
+            answer = await self._session(run, node, query, context, kwargs, iterations)
+        except BaseException as exc:
+            run.emit(
+                RlmFailed,
+                depth=depth,
+                node_id=node,
+                parent_id=parent,
+                error_type=type(exc).__name__,
+                error=str(exc),
+                iterations=iterations[0],
+            )
+            raise
+        run.emit(
+            RlmFinished, depth=depth, node_id=node, parent_id=parent, answer=answer, iterations=iterations[0]
+        )
+        return answer
+
+    async def _session(
+        self,
+        run: Run,
+        node: str,
+        query: str,
+        context: str,
+        kwargs: dict[str, Any],
+        iterations: list[int],
+    ) -> str:
+        """A REPL session for the node, the loop in it, and the session's release."""
         loop = asyncio.get_running_loop()
-        # One REPL session per run: concurrent runs of one RLM never share a namespace or worker.
+        # One REPL session per node: concurrent runs of one RLM never share a namespace or worker.
         self.repl = repl = REPLExecutor(config=self.repl_config)
-        env = self._build_repl_env(query, context, loop)
+        env = self._build_repl_env(query, context, loop, run, node)
         box = _FinalBox(env)
         if not self.profile.minimal_env:
             env["FINAL"] = host_call(box.final, "answer")
@@ -190,41 +396,59 @@ class RLM:
             Message(role="user", content=query),
         ]
         resolve = _upstream_resolution if self.profile.upstream_parser else _parser.resolve_final
+        step = _Step(run, node, repl, env, box, resolve, loop, iterations)
         with concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="rlm-repl") as repl_thread:
             try:
-                return await self._loop(repl, messages, env, box, resolve, loop, repl_thread, kwargs)
+                return await self._loop(step, messages, repl_thread, kwargs)
             finally:
                 repl.close()
 
     async def _loop(
         self,
-        repl: REPLExecutor,
+        step: _Step,
         messages: list[Message],
-        env: dict[str, Any],
-        box: _FinalBox,
-        resolve: Callable[..., _parser.FinalResolution],
-        loop: asyncio.AbstractEventLoop,
         repl_thread: concurrent.futures.ThreadPoolExecutor,
         kwargs: dict[str, Any],
     ) -> str:
-        """The iterations of one run (the REPL session is released by the caller)."""
+        """The iterations of one node (the REPL session is released by the caller)."""
+        run, node, repl, env, loop = step.run, step.node, step.repl, step.env, step.loop
+        depth = self._current_depth
+        sent = 0
         for iteration in range(self.max_iterations):
-            self._iterations = iteration + 1
-            response = await self._call_llm(messages, **kwargs)
+            self._iterations = step.iterations[0] = iteration + 1
+            response = await self._call_llm(
+                run, node, messages, is_leaf=False, iteration=iteration + 1, sent=sent, **kwargs
+            )
+            sent = len(messages)
 
-            settle = functools.partial(resolve, response, env, render=functools.partial(repl.render, env))
+            settle = functools.partial(
+                step.resolve, response, env, render=functools.partial(repl.render, env)
+            )
             if self.profile.final_before_exec:
                 early = await loop.run_in_executor(repl_thread, settle)
                 if early.answer is not None:
-                    return str(early.answer)
+                    return _settled(run, depth, node, str(early.answer), "parsed")
 
-            observation = await loop.run_in_executor(repl_thread, self._observe, repl, response, env)
-            if box.answer is not None:
-                return box.answer
+            started = time.perf_counter()
+            observation, failed = await loop.run_in_executor(repl_thread, self._observe, repl, response, env)
+            run.emit(
+                ReplStep,
+                depth=depth,
+                node_id=node,
+                iteration=iteration + 1,
+                code=response,
+                output=observation,
+                error=failed,
+                duration_seconds=round(time.perf_counter() - started, 6),
+                runner=repl.isolation,
+            )
+            run.budget.check()
+            if step.box.answer is not None:
+                return _settled(run, depth, node, step.box.answer, "callable")
             if not self.profile.final_before_exec:
                 late = await loop.run_in_executor(repl_thread, settle)
                 if late.answer is not None:
-                    return str(late.answer)
+                    return _settled(run, depth, node, str(late.answer), "parsed")
                 if late.feedback:
                     observation = f"{observation}\n{late.feedback}"
 
@@ -263,44 +487,142 @@ class RLM:
         return build_system_prompt(len(context), self._current_depth, version=self.prompt_version)
 
     @staticmethod
-    def _observe(repl: REPLExecutor, response: str, env: dict[str, Any]) -> str:
-        """Execute a response and turn the outcome into the next user message (upstream's texts)."""
+    def _observe(repl: REPLExecutor, response: str, env: dict[str, Any]) -> tuple[str, bool]:
+        """Execute a response; the next user message (upstream's texts) and whether it failed."""
         try:
-            return repl.execute(response, env)
+            return repl.execute(response, env), False
         except REPLError as exc:
-            return f"Error: {exc}"
+            return f"Error: {exc}", True
         except Exception as exc:  # upstream feeds any other failure back too
-            return f"Unexpected error: {exc}"
+            return f"Unexpected error: {exc}", True
 
-    async def _call_llm(self, messages: list[Message], **kwargs: Any) -> str:
-        self._llm_calls += 1
-        default_model = self.model if self._current_depth == 0 else self.recursive_model
-        model = kwargs.pop("model", default_model)
+    def _default_model(self) -> str:
+        return self.model if self._current_depth == 0 else self.recursive_model
+
+    async def _call_llm(
+        self,
+        run: Run,
+        node: str,
+        messages: list[Message],
+        *,
+        is_leaf: bool,
+        iteration: int | None,
+        sent: int = 0,
+        **kwargs: Any,
+    ) -> str:
+        """One model call: reserved in the budget, recorded as it starts, retries and ends."""
+        model = kwargs.pop("model", None) or self._default_model()
         call_kwargs = {**self.llm_kwargs, **kwargs}
         if self.api_base:
             call_kwargs["api_base"] = self.api_base
         if self.api_key:
             call_kwargs["api_key"] = self.api_key
-        # A copy, so a client (or a mock recording call args) never sees later appends.
-        content = await self.client.complete(model, list(messages), **call_kwargs)
-        if not isinstance(content, str):
-            raise LLMCallError(
-                f"model {model!r} returned {type(content).__name__} content instead of text; "
-                "RLM needs a plain text reply (tool calls and empty replies are not supported)"
+        if self.max_retries is not None and isinstance(self.client, LiteLLMClient):
+            call_kwargs.setdefault("max_retries", self.max_retries)
+        run.budget.reserve_call()
+        with self._count_lock:
+            self._llm_calls += 1
+        depth = self._current_depth + 1 if is_leaf else self._current_depth
+        call = run.node_id("call")
+        run.emit(
+            ModelCallStarted,
+            depth=depth,
+            node_id=call,
+            parent_id=node,
+            model=model,
+            is_leaf=is_leaf,
+            iteration=iteration,
+            message_count=len(messages),
+            messages_digest=messages_digest(messages),
+            messages=tuple(Message(role=m["role"], content=m["content"]) for m in messages[sent:]),
+        )
+        retries = 0
+
+        def on_retry(delay: float) -> None:
+            nonlocal retries
+            retries += 1
+            run.emit(
+                ModelRetry,
+                depth=depth,
+                node_id=call,
+                parent_id=node,
+                model=model,
+                attempt=retries + 1,
+                delay_seconds=round(delay, 6),
             )
+
+        started = time.perf_counter()
+        try:
+            with retry_listener(on_retry):
+                # A copy, so a client (or a mock recording call args) never sees later appends.
+                reply = await _within_budget(
+                    run.budget, self.client.complete(model, list(messages), **call_kwargs)
+                )
+            figures = reply if isinstance(reply, ModelReply) else ModelReply(content=reply)
+            content = figures.content
+            if not isinstance(content, str):
+                raise ProviderResponseError(
+                    f"model {model!r} returned {type(content).__name__} content instead of text; "
+                    "RLM needs a plain text reply (tool calls and empty replies are not supported)"
+                )
+        except BaseException as exc:
+            run.emit(
+                ModelCallFailed,
+                depth=depth,
+                node_id=call,
+                parent_id=node,
+                model=model,
+                is_leaf=is_leaf,
+                error_type=type(exc).__name__,
+                error=str(exc),
+                latency_seconds=round(time.perf_counter() - started, 6),
+                retries=retries,
+            )
+            raise
+        run.emit(
+            ModelCallFinished,
+            depth=depth,
+            node_id=call,
+            parent_id=node,
+            model=model,
+            is_leaf=is_leaf,
+            reply=content,
+            prompt_tokens=figures.prompt_tokens,
+            completion_tokens=figures.completion_tokens,
+            total_tokens=figures.total_tokens,
+            cached_tokens=figures.cached_tokens,
+            cost_usd=figures.cost_usd,
+            latency_seconds=round(time.perf_counter() - started, 6),
+            retries=retries,
+        )
         return content
 
-    def _build_repl_env(self, query: str, context: Any, loop: asyncio.AbstractEventLoop) -> dict[str, Any]:
+    def _build_repl_env(
+        self, query: str, context: Any, loop: asyncio.AbstractEventLoop, run: Run, node: str
+    ) -> dict[str, Any]:
+        calls = _SubCalls(self, run, node, loop)
         env: dict[str, Any] = {
             "context": context,
             "query": query,
-            "recursive_llm": host_call(self._make_recursive_fn(loop)),
+            "recursive_llm": host_call(self._make_recursive_fn(calls)),
             "re": re,
         }
         if not self.profile.minimal_env:
-            env["llm_query"] = host_call(self._make_llm_query(loop))
-            env["llm_query_batched"] = host_call(self._make_llm_query_batched(loop))
+            env["llm_query"] = host_call(calls.llm_query())
+            env["llm_query_batched"] = host_call(calls.llm_query_batched())
+            env["rlm_query"] = host_call(calls.rlm_query())
+            env["rlm_query_batched"] = host_call(calls.rlm_query_batched())
         return env
+
+    @staticmethod
+    def _make_recursive_fn(calls: _SubCalls) -> Callable[[str, str], str]:
+        # The name is observable: a wrong-arity call's TypeError names it (its qualified name
+        # too), as upstream's does.
+        def sync_recursive_llm(sub_query: str, sub_context: str) -> str:
+            """Answer ``sub_query`` over ``sub_context`` with a child RLM one level deeper."""
+            return calls.recursive_llm(sub_query, sub_context)
+
+        return sync_recursive_llm
 
     def _child(self) -> RLM:
         """One level deeper on the recursive model; every other setting inherited whole."""
@@ -311,50 +633,204 @@ class RLM:
         child.messages = []
         return child
 
-    def _make_recursive_fn(self, loop: asyncio.AbstractEventLoop) -> Callable[[str, str], str]:
-        # The name is observable: a wrong-arity call's TypeError names it, as upstream's does.
-        def sync_recursive_llm(sub_query: str, sub_context: str) -> str:
-            """Answer ``sub_query`` over ``sub_context`` with a child RLM one level deeper."""
-            if self._current_depth + 1 >= self.max_depth:
-                return f"Max recursion depth ({self.max_depth}) reached"
-            return _run_on_loop(loop, self._child().acomplete(sub_query, sub_context))
 
-        return sync_recursive_llm
+class _Step:
+    """What one node's loop works with (kept together so the loop's signature stays short)."""
 
-    def _make_llm_query(self, loop: asyncio.AbstractEventLoop) -> Callable[..., str]:
+    __slots__ = ("box", "env", "iterations", "loop", "node", "repl", "resolve", "run")
+
+    def __init__(
+        self,
+        run: Run,
+        node: str,
+        repl: REPLExecutor,
+        env: dict[str, Any],
+        box: _FinalBox,
+        resolve: Callable[..., _parser.FinalResolution],
+        loop: asyncio.AbstractEventLoop,
+        iterations: list[int],
+    ) -> None:
+        self.run, self.node, self.repl, self.env, self.box = run, node, repl, env, box
+        self.resolve, self.loop, self.iterations = resolve, loop, iterations
+
+
+class _SubCalls:
+    """The REPL's model-calling host functions for one node.
+
+    They are called from the REPL thread while the node's loop waits for the step; each hands its
+    work to that loop (one thread hop per call, however many model calls it makes) and records a
+    sub-call start and end. Batches run up to ``max_concurrent_subcalls`` at once and answer in
+    input order; a failed item reads ``"Error: <Type>: <message>"`` so the model sees which one
+    failed, except a spent budget, which stops the whole batch and then the run.
+    """
+
+    def __init__(self, rlm: RLM, run: Run, node: str, loop: asyncio.AbstractEventLoop) -> None:
+        self.rlm, self.run, self.node, self.loop = rlm, run, node, loop
+
+    def _call(self, function: str, count: int, work: Awaitable[_T]) -> _T:
+        return _run_on_loop(self.loop, self._recorded(function, count, work))
+
+    async def _recorded(self, function: str, count: int, work: Awaitable[_T]) -> _T:
+        depth = self.rlm._current_depth
+        self.run.emit(SubcallStarted, depth=depth, node_id=self.node, function=function, count=count)
+        started = time.perf_counter()
+        errors = count
+        try:
+            result = await work
+            if isinstance(result, list):
+                errors = sum(1 for r in result if isinstance(r, _ItemError))
+                return cast(_T, [str(r) for r in result])  # plain str into the sandbox
+            errors = 0
+            return result
+        finally:
+            self.run.emit(
+                SubcallFinished,
+                depth=depth,
+                node_id=self.node,
+                function=function,
+                count=count,
+                errors=errors,
+                duration_seconds=round(time.perf_counter() - started, 6),
+            )
+
+    # --- the functions ---------------------------------------------------------------------------
+
+    def recursive_llm(self, sub_query: str, sub_context: str) -> str:
+        """2fb46cc's ``recursive_llm``: a child RLM, or upstream's text at the depth limit."""
+        rlm = self.rlm
+        if rlm._current_depth + 1 >= rlm.max_depth:
+            return f"Max recursion depth ({rlm.max_depth}) reached"
+        return self._call("recursive_llm", 1, self._child(sub_query, sub_context))
+
+    def llm_query(self) -> Callable[..., str]:
         def llm_query(prompt: str, model: str | None = None) -> str:
             """One plain model call (no REPL) with ``prompt`` as the user message."""
-            return _run_on_loop(loop, self._query(prompt, model))
+            _check_text("llm_query(prompt)", prompt)
+            return self._call("llm_query", 1, self._leaf(prompt, model))
 
         return llm_query
 
-    def _make_llm_query_batched(self, loop: asyncio.AbstractEventLoop) -> Callable[..., list[str]]:
+    def llm_query_batched(self) -> Callable[..., list[str]]:
         def llm_query_batched(prompts: Iterable[Any], model: str | None = None) -> list[str]:
             """Concurrent plain model calls, answers in prompt order; a failed one reads 'Error: ...'."""
-            items = [] if isinstance(prompts, str) else list(prompts)
-            if isinstance(prompts, str) or not all(isinstance(p, str) for p in items):
-                raise TypeError("llm_query_batched(prompts) needs a list of str prompts")
-            return _run_on_loop(loop, self._query_batched(items, model))
+            items = _texts("llm_query_batched(prompts)", prompts)
+            work = self._batch([functools.partial(self._leaf, p, model) for p in items])
+            return self._call("llm_query_batched", len(items), work)
 
         return llm_query_batched
 
-    async def _query(self, prompt: str, model: str | None) -> str:
-        if not isinstance(prompt, str):
-            raise TypeError(f"llm_query(prompt) needs a str prompt, not {type(prompt).__name__}")
+    def rlm_query(self) -> Callable[..., str]:
+        def rlm_query(query: str, context: str = "") -> str:
+            """Answer ``query`` over ``context`` with a child RLM (its own REPL) one level deeper."""
+            _check_text("rlm_query(query)", query)
+            _check_text("rlm_query(context)", context)
+            return self._call("rlm_query", 1, self._rlm(query, context))
+
+        return rlm_query
+
+    def rlm_query_batched(self) -> Callable[..., list[str]]:
+        def rlm_query_batched(queries: Iterable[Any], contexts: Iterable[Any] | None = None) -> list[str]:
+            """Child RLMs run concurrently, answers in order; a failed one reads 'Error: ...'."""
+            items = _texts("rlm_query_batched(queries)", queries)
+            texts = [""] * len(items) if contexts is None else _texts("rlm_query_batched(contexts)", contexts)
+            if len(texts) != len(items):
+                raise ValueError(
+                    f"rlm_query_batched got {len(items)} queries but {len(texts)} contexts; pass one context "
+                    "per query, or none"
+                )
+            work = self._batch(
+                [functools.partial(self._rlm, q, c) for q, c in zip(items, texts, strict=True)]
+            )
+            return self._call("rlm_query_batched", len(items), work)
+
+        return rlm_query_batched
+
+    # --- what they run on the loop ---------------------------------------------------------------
+
+    async def _leaf(self, prompt: str, model: str | None) -> str:
         messages = [Message(role="user", content=prompt)]
-        return await self._call_llm(messages, model=model or self.recursive_model)
+        return await self.rlm._call_llm(
+            self.run,
+            self.node,
+            messages,
+            is_leaf=True,
+            iteration=None,
+            model=model or self.rlm.recursive_model,
+        )
 
-    async def _query_batched(self, prompts: list[str], model: str | None) -> list[str]:
-        limit = asyncio.Semaphore(_BATCH_CONCURRENCY)
+    async def _child(self, query: str, context: str) -> str:
+        child = self.rlm._child()
+        return await child._node(self.run, self.run.node_id("rlm"), self.node, query, context, {})
 
-        async def one(prompt: str) -> str:
+    async def _rlm(self, query: str, context: str) -> str:
+        """A child RLM; at the depth limit a plain model call over query and context instead."""
+        if self.rlm._current_depth + 1 >= self.rlm.max_depth:
+            prompt = f"{query}\n\n{context}" if context else query
+            return await self._leaf(prompt, None)
+        return await self._child(query, context)
+
+    async def _batch(self, jobs: list[Callable[[], Awaitable[str]]]) -> list[str]:
+        limit = asyncio.Semaphore(self.rlm.max_concurrent_subcalls)
+        spent: list[BudgetExceededError] = []
+
+        async def one(job: Callable[[], Awaitable[str]]) -> str:
             async with limit:
+                if spent:
+                    return _ItemError(f"Error: BudgetExceededError: {spent[0]}")
                 try:
-                    return await self._query(prompt, model)
+                    return await job()
+                except BudgetExceededError as exc:
+                    spent.append(exc)
+                    return _ItemError(f"Error: BudgetExceededError: {exc}")
                 except Exception as exc:
-                    return f"Error: {type(exc).__name__}: {exc}"
+                    return _ItemError(f"Error: {type(exc).__name__}: {exc}")
 
-        return list(await asyncio.gather(*(one(p) for p in prompts)))
+        answers = list(await asyncio.gather(*(one(job) for job in jobs)))
+        if spent:
+            raise spent[0]
+        return answers
+
+
+class _ItemError(str):
+    """A batch item's error text (a plain str to the model; counted as an error in the record)."""
+
+    __slots__ = ()
+
+
+async def _within_budget(budget: RunBudget, call: Awaitable[_T]) -> _T:
+    """Await a model call, cut off when the run's wall-time budget runs out."""
+    remaining = budget.remaining_seconds()
+    if remaining is None:
+        return await call
+    try:
+        return await asyncio.wait_for(call, remaining)
+    except asyncio.TimeoutError:
+        budget.expire()
+        raise  # unreachable: expire() raises
+
+
+def _settled(run: Run, depth: int, node: str, answer: str, method: str) -> str:
+    run.emit(FinalAnswer, depth=depth, node_id=node, answer=answer, method=method)
+    return answer
+
+
+def _size(context: Any) -> int:
+    try:
+        return len(context)
+    except TypeError:
+        return 0
+
+
+def _check_text(what: str, value: Any) -> None:
+    if not isinstance(value, str):
+        raise TypeError(f"{what} needs a str, not {type(value).__name__}")
+
+
+def _texts(what: str, values: Any) -> list[str]:
+    items = [] if isinstance(values, str) else list(values)
+    if isinstance(values, str) or not all(isinstance(v, str) for v in items):
+        raise TypeError(f"{what} needs a list of str")
+    return items
 
 
 def _run_on_loop(loop: asyncio.AbstractEventLoop, coro: Coroutine[Any, Any, _T]) -> _T:

@@ -8,12 +8,16 @@ roots, so a caller catching the upstream class still catches them.
 
 from __future__ import annotations
 
+from typing import Any
+
 __all__ = [
+    "BudgetExceededError",
     "ConfigurationError",
     "FinalVarMissingError",
     "LLMCallError",
     "MaxDepthError",
     "MaxIterationsError",
+    "ProviderResponseError",
     "REPLError",
     "REPLSecurityError",
     "REPLTimeoutError",
@@ -51,6 +55,37 @@ class UnsupportedOptionError(ConfigurationError):
 
 class LLMCallError(RLMError):
     """The language model could not be called, or answered with something that is not a reply."""
+
+
+class ProviderResponseError(LLMCallError):
+    """The provider answered, but not with a usable reply: a malformed or empty body, no choices, no text.
+
+    Not retried: the same request would most likely get the same broken answer.
+    """
+
+
+class BudgetExceededError(RLMError):
+    """A run's budget (calls, tokens, cost or wall time) is spent; the whole run tree stops.
+
+    ``metric`` names the limit (``llm_calls``, ``total_tokens``, ``estimated_cost_usd``,
+    ``elapsed_seconds``), ``limit`` and ``observed`` the figures. ``stats`` holds the run's
+    tree-wide statistics at the moment it stopped and ``trajectory_path`` the trajectory file, if
+    one was written, so a stopped run can be inspected and its cost accounted for.
+    """
+
+    def __init__(self, metric: str, limit: float, observed: float) -> None:
+        self.metric = metric
+        self.limit = limit
+        self.observed = observed
+        self.stats: dict[str, Any] | None = None
+        self.trajectory_path: str | None = None
+        super().__init__(
+            f"Run budget exceeded for {metric}: limit={limit:g}, observed={observed:g}; "
+            "raise the matching max_total_* / max_elapsed_seconds argument or shrink the task"
+        )
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (self.metric, self.limit, self.observed), self.__dict__)
 
 
 class REPLError(Exception):

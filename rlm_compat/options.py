@@ -62,6 +62,9 @@ OWN_OPTIONS: frozenset[str] = frozenset(
         "isolation",
         "limits",
         "repl_config",
+        "on_event",
+        "observers",
+        "trajectory_path",
     }
 )
 """``RLM.__init__``'s own parameters (they never reach this module; listed for "did you mean")."""

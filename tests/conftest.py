@@ -10,7 +10,7 @@ import pytest
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
-from rlm_compat.loopback import ScriptedChatServer
+from rlm_compat.testing import Reply, ScriptedChatServer
 
 ServerFactory = Callable[..., ScriptedChatServer]
 
@@ -20,8 +20,10 @@ def chat_server() -> Iterator[ServerFactory]:
     """Start scripted OpenAI-compatible servers on 127.0.0.1; all are stopped after the test."""
     started: list[ScriptedChatServer] = []
 
-    def start(replies: Sequence[str] | Callable[[dict[str, Any]], str] = ()) -> ScriptedChatServer:
-        server = ScriptedChatServer(replies).start()
+    def start(
+        replies: Sequence[Reply] | Callable[[dict[str, Any]], Reply] = (), *, latency: float = 0.0
+    ) -> ScriptedChatServer:
+        server = ScriptedChatServer(replies, latency=latency).start()
         started.append(server)
         return server
 

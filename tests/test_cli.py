@@ -11,8 +11,8 @@ import pytest
 
 from rlm_compat import __version__
 from rlm_compat.cli import main
-from rlm_compat.loopback import ScriptedChatServer
 from rlm_compat.profiles import QUIRKS
+from rlm_compat.testing import ScriptedChatServer
 
 ServerFactory = Callable[..., ScriptedChatServer]
 

@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 
 from rlm_compat import RLM, ConfigurationError, LLMCallError, MaxDepthError, MaxIterationsError
-from rlm_compat.loopback import ScriptedChatServer
 from rlm_compat.prompts import build_system_prompt
+from rlm_compat.testing import ScriptedChatServer
 
 ServerFactory = Callable[..., ScriptedChatServer]
 

@@ -1,0 +1,66 @@
+"""What the record says about a run's settings and messages, without secrets or bulk.
+
+``run_config`` is the ``config`` of the run-start event and the result objects: the RLM's public
+settings, never ``api_key`` nor any model argument whose name suggests a credential.
+``messages_digest`` names a message list by content, so a trajectory can carry the digest of what
+was sent instead of repeating every earlier message at every call.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from collections.abc import Sequence
+from typing import Any
+
+from ..types import Message
+
+__all__ = ["messages_digest", "run_config"]
+
+_SECRET_WORDS = ("key", "token", "secret", "password", "authorization", "header", "credential")
+
+
+def run_config(rlm: Any) -> dict[str, Any]:
+    """The settings of ``rlm`` (an RLM) as JSON-ready data, credentials left out."""
+    timeout = rlm.repl_config.timeout
+    return {
+        "model": rlm.model,
+        "recursive_model": rlm.recursive_model,
+        "api_base": rlm.api_base,
+        "max_depth": rlm.max_depth,
+        "max_iterations": rlm.max_iterations,
+        "depth": rlm._current_depth,
+        "profile": rlm.profile.name,
+        "prompt_version": rlm.prompt_version,
+        "isolation": str(rlm.repl_config.isolation),
+        "repl_timeout": None if math.isinf(timeout) else timeout,
+        "max_output_chars": rlm.repl_config.max_output_chars,
+        "max_total_calls": rlm.max_total_calls,
+        "max_total_tokens": rlm.max_total_tokens,
+        "max_total_cost_usd": rlm.max_total_cost_usd,
+        "max_elapsed_seconds": rlm.max_elapsed_seconds,
+        "max_concurrent_subcalls": rlm.max_concurrent_subcalls,
+        "max_retries": rlm.max_retries,
+        "capture_trajectory_content": rlm.capture_trajectory_content,
+        "client": type(rlm.client).__name__,
+        "llm_kwargs": {
+            k: v
+            for k, v in sorted(rlm.llm_kwargs.items())
+            if not any(word in k.lower() for word in _SECRET_WORDS) and _jsonable(v)
+        },
+    }
+
+
+def messages_digest(messages: Sequence[Message]) -> str:
+    """``sha256:`` and the first 16 hex digits of the canonical JSON of ``messages``."""
+    blob = json.dumps([[m["role"], m["content"]] for m in messages], ensure_ascii=False)
+    return "sha256:" + hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+
+def _jsonable(value: Any) -> bool:
+    try:
+        json.dumps(value)
+    except (TypeError, ValueError):
+        return False
+    return True
