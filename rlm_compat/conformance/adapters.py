@@ -85,14 +85,18 @@ class Adapter:
         return str(self.info.get("hash_seed", "0")) == "0"
 
     def start(self) -> dict[str, Any]:
-        """Start every session; the first handshake describes the implementation."""
-        if len(self.sessions) == 1:
-            infos = [self.sessions[0].start()]
-        else:
-            with concurrent.futures.ThreadPoolExecutor(len(self.sessions)) as pool:
-                futures = [pool.submit(s.start) for s in self.sessions]
-                infos = [f.result() for f in futures]
-        self.info = infos[0]
+        """Start every session; the first handshake describes the implementation.
+
+        If any session fails to start, those that did are stopped and the first error is raised.
+        """
+        with concurrent.futures.ThreadPoolExecutor(len(self.sessions)) as pool:
+            futures = [pool.submit(s.start) for s in self.sessions]
+            concurrent.futures.wait(futures)
+        errors = [e for e in (f.exception() for f in futures) if e is not None]
+        if errors:
+            self.stop()
+            raise errors[0]
+        self.info = futures[0].result()
         offered = frozenset(self.info["kinds"])
         self.kinds = offered if self._allowed is None else offered & self._allowed
         self.sandboxed = self.info.get("sandbox") is True

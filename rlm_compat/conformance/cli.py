@@ -86,7 +86,7 @@ def add_conformance_parser(subparsers: Any) -> None:
         default=None,
         metavar="NAME[=PYTHON|=COMMAND]",
         help=f"implementation to run (repeatable); known: {known}. Those in their own "
-        "venv take the interpreter: rlms-0.1.1=/venvs/rlms/bin/python. Any other NAME=COMMAND "
+        "venv take the interpreter: rlms-0.1.1=../venvs/rlms011/bin/python. Any other NAME=COMMAND "
         "runs a command speaking the implementation protocol (docs/protocol.md), e.g. "
         "my-rlm='python my_adapter.py'",
     )
