@@ -189,7 +189,7 @@ def test_loop_calls_are_captured_and_a_short_script_raises(driver: DriverProcess
     }
 
 
-def test_a_driver_error_restarts_the_driver(driver: DriverProcess) -> None:
+def test_a_message_the_driver_cannot_act_on_is_refused_and_the_run_goes_on(driver: DriverProcess) -> None:
     failed = driver.run("nonsense", [{"id": "x.y.z"}])
-    assert failed[0]["failure"].startswith("driver failed: ValueError: backend has no 'nonsense'")
+    assert failed[0]["failure"] == "refused the case: ProtocolViolation: unknown case kind 'nonsense'"
     assert _repl(driver, "a")["result"]["steps"][0]["output"] == "ran a"

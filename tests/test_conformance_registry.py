@@ -11,9 +11,10 @@ import pytest
 
 from rlm_compat.cli import main
 from rlm_compat.conformance import compare
-from rlm_compat.conformance.adapters import ProfileAdapter, make_adapter
+from rlm_compat.conformance.adapters import ProfileAdapter
 from rlm_compat.conformance.deviations import DeviationError, Registry
 from rlm_compat.conformance.fixtures import FixtureSet, write_jsonl
+from rlm_compat.conformance.implementations import make_adapter
 from rlm_compat.conformance.report import render_json, render_markdown, render_summary
 from rlm_compat.conformance.runner import Progress, run_conformance
 from rlm_compat.errors import ConfigurationError
@@ -231,7 +232,7 @@ def test_semantic_mode_ignores_messages_and_placeholders() -> None:
     assert compare.compare("repl", expected, peer, "exact") is not None
     peer["steps"][0]["env"] = {"x": 2}
     assert compare.compare("repl", expected, peer, "semantic") == ".steps[0].env.x: expected 1, got 2"
-    rlms = {"find_final_answer": "a"}
+    rlms = {"answer": "a"}
     assert (
         compare.compare(
             "parser",

@@ -68,9 +68,9 @@ def add_record_parser(subparsers: Any) -> None:
 
 def add_conformance_parser(subparsers: Any) -> None:
     """``conformance``: run the recorded fixtures against implementations."""
-    from .adapters import IMPLEMENTATIONS
+    from .implementations import REGISTRY
 
-    known = ", ".join(IMPLEMENTATIONS)
+    known = ", ".join(name for name, entry in REGISTRY.items() if not entry.unavailable)
     p = subparsers.add_parser(
         "conformance",
         help="run the recorded upstream fixtures against rlm_compat (and other implementations)",
@@ -84,9 +84,11 @@ def add_conformance_parser(subparsers: Any) -> None:
         "--impl",
         action="append",
         default=None,
-        metavar="NAME[=PYTHON]",
+        metavar="NAME[=PYTHON|=COMMAND]",
         help=f"implementation to run (repeatable); known: {known}. Those in their own "
-        "venv take the interpreter: rlms-0.1.1=/venvs/rlms/bin/python",
+        "venv take the interpreter: rlms-0.1.1=../venvs/rlms011/bin/python. Any other NAME=COMMAND "
+        "runs a command speaking the implementation protocol (docs/protocol.md), e.g. "
+        "my-rlm='python my_adapter.py'",
     )
     p.add_argument(
         "--upstream",
@@ -128,6 +130,14 @@ def add_conformance_parser(subparsers: Any) -> None:
         default=3.0,
         metavar="S",
         help="seconds before a step of a driver-run implementation counts as a hang",
+    )
+    p.add_argument(
+        "--case-limit",
+        type=float,
+        default=60.0,
+        metavar="S",
+        help="seconds a case of a protocol implementation may take before it is stopped and "
+        "reported as errored (default 60)",
     )
     p.add_argument(
         "--isolation",
@@ -185,24 +195,23 @@ def _record(args: argparse.Namespace) -> int:
 
 
 def _conformance(args: argparse.Namespace) -> int:
-    from .adapters import make_adapter
     from .fixtures import FixtureSet
+    from .implementations import parse_impl
     from .report import render_json, render_markdown, render_summary
     from .runner import KIND_ORDER, run_conformance
 
     checkout = args.upstream or (Path(os.environ[UPSTREAM_ENV]) if os.environ.get(UPSTREAM_ENV) else None)
-    adapters = []
-    for spec in args.impl or ["rlm_compat-upstream", "rlm_compat-fixed"]:
-        name, _, python = spec.partition("=")
-        adapters.append(
-            make_adapter(
-                name,
-                python=python or None,
-                checkout=checkout,
-                step_limit=args.step_limit,
-                isolation=args.isolation,
-            )
+    entries = [parse_impl(spec) for spec in args.impl or ["rlm_compat-upstream", "rlm_compat-fixed"]]
+    adapters = [
+        entry.adapter(
+            target,
+            checkout=checkout,
+            step_limit=args.step_limit,
+            case_limit=args.case_limit,
+            isolation=args.isolation,
         )
+        for entry, target in entries
+    ]
     fixtures = FixtureSet.open(args.fixtures)
     patterns = args.cases or ["*"]
     report = run_conformance(
@@ -214,7 +223,7 @@ def _conformance(args: argparse.Namespace) -> int:
     )
     command = "rlm-compat conformance " + " ".join(shlex.quote(a) for a in sys.argv[2:])
     if args.report is not None:
-        reproduce = _reproduce_steps([a.name for a in adapters])
+        reproduce = _reproduce_steps([line for entry, _ in entries for line in entry.setup])
         args.report.write_text(
             render_markdown(report, command=command.strip(), reproduce=reproduce), encoding="utf-8"
         )
@@ -252,29 +261,13 @@ def _suggest(report: Any, fixtures: Any, directory: Path) -> None:
     print(render_suggestions(merged, fixtures.versions("repl")))
 
 
-_SETUP = {
-    "ysz-2fb46cc": [
-        "git clone https://github.com/ysz/recursive-llm ../up/rlm-2fb46cc "
-        "&& git -C ../up/rlm-2fb46cc checkout 2fb46cc",
-        "python3.11 -m venv ../venvs/up311 && ../venvs/up311/bin/pip install "
-        "RestrictedPython==9.0 litellm==1.106.2",
-    ],
-    "recursive-llm-0.5.0": [
-        "python3.11 -m venv ../venvs/rl050 && ../venvs/rl050/bin/pip install recursive-llm==0.5.0",
-    ],
-    "rlms-0.1.1": ["python3.11 -m venv ../venvs/rlms011 && ../venvs/rlms011/bin/pip install rlms==0.1.1"],
-}
-
-
-def _reproduce_steps(names: list[str]) -> list[str]:
-    """Shell lines that set up the venvs a run used (the command itself follows them)."""
-    lines = [
+def _reproduce_steps(setup: list[str]) -> list[str]:
+    """Shell lines that set up what a run used (the command itself follows them)."""
+    return [
         "pip install -e '.[test]'",
         "# fixtures (maintainers; checkouts of ysz/recursive-llm at 2fb46cc and cc7a826):",
         "# rlm-compat record --upstream ../up/rlm-2fb46cc --upstream ../up/rlm-cc7a826 "
         "--python ../venvs/up310/bin/python --python ../venvs/up311/bin/python "
         "--python ../venvs/up312/bin/python --python ../venvs/up313/bin/python",
+        *setup,
     ]
-    for name in names:
-        lines += _SETUP.get(name, [])
-    return lines

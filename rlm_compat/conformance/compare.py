@@ -95,9 +95,13 @@ def semantic_repl(result: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def parser_answer(result: Mapping[str, Any]) -> Any:
-    """The answer a loop would end with: ``parse_response`` when ``is_final``, else None."""
-    if "find_final_answer" in result:
-        return result["find_final_answer"]
+    """The answer a loop would end with for a parser case.
+
+    An implementation without upstream's four functions reports it directly as ``answer``
+    (docs/protocol.md); for upstream's it is ``parse_response`` when ``is_final``, else None.
+    """
+    if "answer" in result:
+        return result["answer"]
     return result.get("parse_response") if result.get("is_final") is True else None
 
 
@@ -112,7 +116,8 @@ def compare(
         if kind == "repl":
             return _first_difference(semantic_repl(expected), semantic_repl(got), "")
         if kind == "parser" and set(got) != set(expected):
-            return _first_difference({"answer": parser_answer(expected)}, {"answer": parser_answer(got)}, "")
+            found = _first_difference({"answer": parser_answer(expected)}, {"answer": parser_answer(got)}, "")
+            return found.lstrip(".") if found else None
     if kind == "repl":
         expected_steps, got_steps = expected.get("steps", []), got.get("steps", [])
         for index, (a, b) in enumerate(zip(expected_steps, got_steps, strict=False)):

@@ -1,23 +1,23 @@
-"""Conformance driver: runs cases against one implementation, inside that implementation's Python.
+"""Conformance driver: serves the implementation protocol for one implementation, in its Python.
 
-The recorder and the subprocess adapters start this file as a script (``python driver.py``) under
-another interpreter: upstream's venv with its checkout's ``src`` on ``sys.path``, or a venv holding
-recursive-llm 0.5.0 or rlms 0.1.1. Nothing of rlm_compat is importable there, so this file uses only
-the standard library plus ``values.py`` loaded by path, and runs on Python 3.10+.
+This is the reference implementation of the protocol published in docs/protocol.md (JSON lines:
+case messages on stdin, result messages on stdout; schema in ``schemas/protocol.schema.json``).
+Two ways in, one code path:
 
-Protocol: one JSON object per line on stdin, one reply per line on the original stdout (fd 1 is
-pointed at stderr once started, so stray prints from the code under test cannot corrupt replies).
+* as a script, ``python driver.py --backend NAME [--path DIR]... [--label TEXT]``, under another
+  interpreter: upstream's venv with its checkout's ``src`` on ``sys.path``, or a venv holding
+  recursive-llm 0.5.0 or rlms 0.1.1. Nothing of rlm_compat is importable there, so this file uses
+  only the standard library plus ``values.py`` loaded by path, and runs on Python 3.10+. Fd 1 is
+  pointed at stderr once started, so stray prints of the code under test cannot corrupt replies.
+* in process, by rlm_compat's own adapter: the same :class:`Driver` with rlm_compat's backend,
+  its replies handed back without a pipe.
 
-* ``{"op": "start", "backend": NAME, "paths": [...], "label": STR, "step_limit": S, "case_limit": S}``
-  -> ``{"ok": true, "implementation", "version", "python", "packages", "files"}``
-* ``{"op": "run", "kind": "repl"|"parser"|"loop", "cases": [input, ...]}``
-  -> ``{"ok": true, "results": [{"id", "result"} | {"id", "failure"}, ...]}``
-* ``{"op": "stop"}`` -> ``{"ok": true}``; any failure of the driver itself -> ``{"ok": false, "error"}``.
-
-REPL and loop cases each run in a forked child with its own process group, so every case starts
-from a fresh executor and module state, and a case that hangs (upstream never enforces its timeout)
-is killed after ``step_limit`` seconds without an event and recorded as ``{"hang": true}``. Parser
-cases are pure functions and run in the driver process, in batches.
+REPL and loop cases each run in a forked child with its own process group (script mode), so every
+case starts from a fresh executor and module state, and a case that hangs (upstream never enforces
+its timeout) is killed after ``step_limit`` seconds without an event and recorded as
+``{"hang": true}``. In process, a case runs in a helper thread under a generous deadline: rlm_compat
+enforces its own timeouts, so a missed deadline is a failure, not a recorded hang. Parser cases are
+pure functions and run directly.
 """
 
 from __future__ import annotations
@@ -38,11 +38,13 @@ import threading
 import time
 import traceback
 import types
-from collections.abc import Callable
+import unittest.mock
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
 PROTOCOL_VERSION = 1
+"""The version of the published protocol (docs/protocol.md) this driver speaks."""
 _MEMORY_HEADROOM = 2 << 30  # bytes of address space a case may add to the driver's own
 
 Event = dict[str, Any]
@@ -159,8 +161,8 @@ def run_executor_case(
 ) -> None:
     """A REPL case through an upstream-shaped executor: ``factory(**options).execute(code, env)``.
 
-    Shared by the driver (upstream, recursive-llm 0.5.0) and rlm_compat's in-process adapter, so
-    every implementation's steps are recorded by the same code.
+    Shared by every backend with upstream's executor shape (upstream, recursive-llm 0.5.0 and
+    rlm_compat in process), so every implementation's steps are recorded by the same code.
     """
     env = values.decode(case.get("env", {}))
     try:
@@ -180,19 +182,82 @@ def run_executor_case(
         emit({"step": step})
 
 
+NewRLM = Callable[[dict[str, Any], Any], Any]
+"""Builds an RLM from the case's keyword arguments and its ``prompt_version`` (or None)."""
+
+
+def run_loop_case(core: Any, new_rlm: NewRLM, case: dict[str, Any], emit: Emit, *, isa: bool = False) -> None:
+    """A loop case through an upstream-shaped ``RLM``, its model calls answered from the script.
+
+    ``core`` is the module whose ``litellm.acompletion`` the RLM calls (upstream's ``rlm.core``,
+    rlm_compat's ``rlm_compat.core``); it is patched with :class:`ScriptedModel` for the case.
+    Shared by upstream's backend and rlm_compat's in-process one, so the loop code exists once.
+    """
+    options = dict(case.get("options", {}))
+    call = options.pop("call", "acompletion")
+    prompt_version = options.pop("prompt_version", None)
+    call_kwargs = options.pop("call_kwargs", {})
+    llm_kwargs = options.pop("llm_kwargs", {})
+    model = ScriptedModel(case["replies"], emit)
+    end: Event = {}
+    rlm = None
+    with unittest.mock.patch.object(core.litellm, "acompletion", model):
+        try:
+            rlm = new_rlm({"model": "test-model", **options, **llm_kwargs}, prompt_version)
+            method = getattr(rlm, call)
+            args = [case.get("query", "")]
+            if "context" in case:
+                args.append(case["context"])
+            if asyncio.iscoroutinefunction(method):
+                answer = asyncio.run(method(*args, **call_kwargs))
+            else:
+                answer = method(*args, **call_kwargs)
+            end["answer"] = values.encode(answer)
+        except KeyboardInterrupt:
+            raise
+        except BaseException as exc:
+            end["error"] = error_of(exc, isa=isa)
+    if rlm is not None:
+        end["stats"] = values.encode(rlm.stats)
+    emit({"end": end})
+
+
+def run_parser_functions(parser: Any, case: dict[str, Any]) -> dict[str, Any]:
+    """Upstream's four ``rlm.parser`` functions on the case's response (shared like the above)."""
+    response = case["response"]
+    env = values.decode(case.get("env", {}))
+    functions: dict[str, Callable[[], Any]] = {
+        "extract_final": lambda: parser.extract_final(response),
+        "extract_final_var": lambda: parser.extract_final_var(response, env),
+        "is_final": lambda: parser.is_final(response),
+        "parse_response": lambda: parser.parse_response(response, env),
+    }
+    return _call_each(functions)
+
+
+def _call_each(functions: Mapping[str, Callable[[], Any]]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for name, fn in functions.items():
+        try:
+            out[name] = values.encode(fn())
+        except Exception as exc:
+            out[name] = {"$error": error_of(exc)}
+    return out
+
+
 # --- backends -----------------------------------------------------------------------------------
 
 
 class Backend:
-    """One implementation's entry points; subclasses fill in what the implementation has."""
+    """One implementation's entry points; subclasses fill in what the implementation has.
+
+    ``info()`` goes into the handshake reply: at least ``implementation`` and ``version``;
+    ``sandbox`` says whether model code runs confined (without it, the runner never sends a
+    REPL case that touches the host).
+    """
 
     kinds: frozenset[str] = frozenset()
     implementation = "?"
-
-    def __init__(self, paths: list[str], label: str) -> None:
-        for path in reversed(paths):
-            sys.path.insert(0, path)
-        self.label = label
 
     def info(self) -> dict[str, Any]:
         raise NotImplementedError
@@ -207,17 +272,16 @@ class Backend:
         raise NotImplementedError
 
 
-def _call_each(functions: dict[str, Callable[[], Any]]) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for name, fn in functions.items():
-        try:
-            out[name] = values.encode(fn())
-        except Exception as exc:
-            out[name] = {"$error": error_of(exc)}
-    return out
+class _ImportedBackend(Backend):
+    """A backend importing the implementation from ``paths`` (put first on ``sys.path``)."""
+
+    def __init__(self, paths: list[str], label: str) -> None:
+        for path in reversed(paths):
+            sys.path.insert(0, path)
+        self.label = label
 
 
-class _ExecutorBackend(Backend):
+class _ExecutorBackend(_ImportedBackend):
     """Implementations with upstream's ``REPLExecutor(...).execute(code, env)`` and ``rlm.parser``."""
 
     kinds = frozenset({"repl", "parser"})
@@ -231,17 +295,7 @@ class _ExecutorBackend(Backend):
         run_executor_case(self.repl_module.REPLExecutor, case, emit)
 
     def parser(self, case: dict[str, Any]) -> dict[str, Any]:
-        p = self.parser_module
-        response = case["response"]
-        env = values.decode(case.get("env", {}))
-        return _call_each(
-            {
-                "extract_final": lambda: p.extract_final(response),
-                "extract_final_var": lambda: p.extract_final_var(response, env),
-                "is_final": lambda: p.is_final(response),
-                "parse_response": lambda: p.parse_response(response, env),
-            }
-        )
+        return run_parser_functions(self.parser_module, case)
 
 
 class YszBackend(_ExecutorBackend):
@@ -260,36 +314,13 @@ class YszBackend(_ExecutorBackend):
         return {
             "implementation": self.implementation,
             "version": self.label,
+            "sandbox": True,
             "packages": {d: _version(d) for d in ("RestrictedPython", "litellm")},
             "files": _hash_tree(root),
         }
 
     def loop(self, case: dict[str, Any], emit: Emit) -> None:
-        options = dict(case.get("options", {}))
-        call = options.pop("call", "acompletion")
-        options.pop("prompt_version", None)
-        call_kwargs = options.pop("call_kwargs", {})
-        llm_kwargs = options.pop("llm_kwargs", {})
-        model = ScriptedModel(case["replies"], emit)
-        self.core.litellm.acompletion = model
-        end: Event = {}
-        rlm = None
-        try:
-            rlm = self.package.RLM(**{"model": "test-model", **options, **llm_kwargs})
-            method = getattr(rlm, call)
-            args = [case.get("query", "")]
-            if "context" in case:
-                args.append(case["context"])
-            if asyncio.iscoroutinefunction(method):
-                answer = asyncio.run(method(*args, **call_kwargs))
-            else:
-                answer = method(*args, **call_kwargs)
-            end["answer"] = values.encode(answer)
-        except BaseException as exc:
-            end["error"] = error_of(exc)
-        if rlm is not None:
-            end["stats"] = values.encode(rlm.stats)
-        emit({"end": end})
+        run_loop_case(self.core, lambda kwargs, _prompt_version: self.package.RLM(**kwargs), case, emit)
 
 
 class RecursiveLLM050Backend(_ExecutorBackend):
@@ -301,13 +332,17 @@ class RecursiveLLM050Backend(_ExecutorBackend):
         return {
             "implementation": self.implementation,
             "version": _version("recursive-llm"),
+            "sandbox": True,
             "packages": {d: _version(d) for d in ("recursive-llm", "RestrictedPython", "litellm")},
             "files": {},
         }
 
 
-class RlmsBackend(Backend):
-    """rlms (alexzhang13/rlm) from PyPI: ``LocalREPL.execute_code`` and ``find_final_answer``."""
+class RlmsBackend(_ImportedBackend):
+    """rlms (alexzhang13/rlm) from PyPI: ``LocalREPL.execute_code`` and ``find_final_answer``.
+
+    rlms has no sandbox (real ``__import__`` and ``open``), and says so in its handshake.
+    """
 
     kinds = frozenset({"repl", "parser"})
     implementation = "rlms"
@@ -321,6 +356,7 @@ class RlmsBackend(Backend):
         return {
             "implementation": self.implementation,
             "version": _version("rlms"),
+            "sandbox": False,
             "packages": {"rlms": _version("rlms")},
             "files": {},
         }
@@ -346,10 +382,11 @@ class RlmsBackend(Backend):
             emit({"step": step})
 
     def parser(self, case: dict[str, Any]) -> dict[str, Any]:
+        """Only the answer a loop would end with: rlms has none of upstream's four functions."""
         env = values.decode(case.get("env", {}))
         return _call_each(
             {
-                "find_final_answer": lambda: self.parsing.find_final_answer(
+                "answer": lambda: self.parsing.find_final_answer(
                     case["response"], environment=self._new_repl(env)
                 ),
             }
@@ -367,11 +404,12 @@ def _rlms_exception(stderr: str) -> dict[str, str] | None:
     return {"type": "stderr", "message": values.normalize_text(stderr.strip())}
 
 
-BACKENDS: dict[str, type[Backend]] = {
+BACKENDS: dict[str, type[_ImportedBackend]] = {
     "ysz": YszBackend,
     "recursive-llm-0.5": RecursiveLLM050Backend,
     "rlms": RlmsBackend,
 }
+"""What ``--backend NAME`` loads in script mode (the registry's entries name these)."""
 
 
 # --- isolation ----------------------------------------------------------------------------------
@@ -452,6 +490,32 @@ def run_forked(
     return events, failure
 
 
+def run_inline(target: Callable[[Emit], None], limit: float) -> tuple[list[Event], str | None]:
+    """Run ``target`` in a helper thread of this process; its events, and a failure text or None.
+
+    For implementations that enforce their own timeouts (rlm_compat in process): a case still
+    running after ``limit`` seconds is a bug, reported as a failure; the thread is left behind
+    (a daemon) rather than wedging the whole run.
+    """
+    events: list[Event] = []
+    errors: list[BaseException] = []
+
+    def work() -> None:
+        try:
+            target(events.append)
+        except BaseException as exc:
+            errors.append(exc)
+
+    worker = threading.Thread(target=work, name="conformance-case", daemon=True)
+    worker.start()
+    worker.join(limit)
+    if worker.is_alive():
+        return list(events), f"did not finish within {limit:.0f}s (timeout not enforced?)"
+    if errors:
+        return events, f"backend raised {type(errors[0]).__name__}: {errors[0]}"
+    return events, None
+
+
 def assemble_repl(events: list[Event], failure: str | None) -> Event:
     steps = [e["step"] for e in events if "step" in e]
     if failure == "hang":
@@ -474,99 +538,132 @@ def assemble_loop(events: list[Event], failure: str | None) -> Event:
 # --- protocol -----------------------------------------------------------------------------------
 
 
-class Driver:
-    """The protocol state: one backend, started once, serving many run requests."""
+class ProtocolViolation(ValueError):
+    """A message this side cannot act on (its text goes back in an ``error`` message)."""
 
-    def __init__(self) -> None:
-        self.backend: Backend | None = None
+
+class Driver:
+    """The protocol state of one implementation: the handshake, then one case at a time.
+
+    ``fork`` isolates each REPL and loop case in a child process (script mode); without it a
+    case runs in a helper thread under a deadline derived from its own timeout (in process).
+    """
+
+    def __init__(self, backend: Backend, *, fork: bool = True) -> None:
+        self.backend = backend
+        self.fork = fork
         self.step_limit = 5.0
         self.case_limit = 60.0
+        self.greeted = False
 
-    def handle(self, request: dict[str, Any]) -> dict[str, Any]:
-        op = request.get("op")
-        if op == "start":
-            return self._start(request)
-        if op == "run":
-            return self._run(request)
-        if op == "stop":
-            return {"ok": True}
-        raise ValueError(f"unknown op {op!r}")
+    def handle(self, message: dict[str, Any]) -> dict[str, Any] | None:
+        """The reply to one message (None for ``bye``, which has none)."""
+        kind = message.get("type")
+        if kind == "hello":
+            return self._hello(message)
+        if kind == "case":
+            if not self.greeted:
+                raise ProtocolViolation("a case before the hello message")
+            return self._case(message)
+        if kind == "bye":
+            return None
+        raise ProtocolViolation(f"unknown message type {kind!r}")
 
-    def _start(self, request: dict[str, Any]) -> dict[str, Any]:
-        name = request["backend"]
-        if name not in BACKENDS:
-            raise ValueError(f"unknown backend {name!r}; known: {sorted(BACKENDS)}")
-        self.step_limit = float(request.get("step_limit", self.step_limit))
-        self.case_limit = float(request.get("case_limit", self.case_limit))
-        self.backend = BACKENDS[name](list(request.get("paths", [])), str(request.get("label", "")))
+    def _hello(self, message: dict[str, Any]) -> dict[str, Any]:
+        if message.get("protocol") != PROTOCOL_VERSION:
+            raise ProtocolViolation(
+                f"runner speaks protocol {message.get('protocol')!r}; this driver speaks {PROTOCOL_VERSION}"
+            )
+        self.step_limit = float(message.get("step_limit", self.step_limit))
+        self.case_limit = float(message.get("case_limit", self.case_limit))
+        self.greeted = True
         return {
-            "ok": True,
+            "type": "hello",
             "protocol": PROTOCOL_VERSION,
             "python": platform.python_version(),
             "kinds": sorted(self.backend.kinds),
+            "hash_seed": os.environ.get("PYTHONHASHSEED"),
             **self.backend.info(),
         }
 
-    def _run(self, request: dict[str, Any]) -> dict[str, Any]:
-        backend = self.backend
-        if backend is None:
-            raise RuntimeError("run before start")
-        kind = request["kind"]
-        if kind not in backend.kinds:
-            raise ValueError(f"backend has no {kind!r} entry point")
-        results = []
-        for case in request["cases"]:
-            results.append({"id": case.get("id"), **self._one(backend, kind, case)})
-        return {"ok": True, "results": results}
+    def _case(self, message: dict[str, Any]) -> dict[str, Any]:
+        kind, case = message.get("kind"), message.get("case")
+        if not isinstance(case, dict) or not isinstance(case.get("id"), str):
+            raise ProtocolViolation("a case message needs a case object with a string id")
+        reply: dict[str, Any] = {"type": "result", "id": case["id"]}
+        if kind not in ("repl", "parser", "loop"):
+            raise ProtocolViolation(f"unknown case kind {kind!r}")
+        if kind not in self.backend.kinds:
+            return {**reply, "skip": f"{self.backend.implementation} has no {kind} entry point"}
+        return {**reply, **self._one(kind, case)}
 
-    def _one(self, backend: Backend, kind: str, case: dict[str, Any]) -> dict[str, Any]:
+    def _one(self, kind: str, case: dict[str, Any]) -> dict[str, Any]:
+        backend = self.backend
         if kind == "parser":
             try:
                 return {"result": backend.parser(case)}
             except Exception as exc:
                 return {"failure": f"{type(exc).__name__}: {exc}"}
-        if kind == "repl":
-            events, failure = run_forked(
-                lambda emit: backend.repl(case, emit), self.step_limit, self.case_limit
-            )
-            result = assemble_repl(events, failure)
-        else:
-            events, failure = run_forked(
-                lambda emit: backend.loop(case, emit), self.step_limit, self.case_limit
-            )
-            result = assemble_loop(events, failure)
+        run = backend.repl if kind == "repl" else backend.loop
+        events, failure = self._isolated(lambda emit: run(case, emit), case)
+        result = assemble_repl(events, failure) if kind == "repl" else assemble_loop(events, failure)
         if "failure" in result:
-            return {"failure": result["failure"], "partial": result}
+            return {"failure": result.pop("failure"), "partial": result}
         return {"result": result}
 
+    def _isolated(
+        self, target: Callable[[Emit], None], case: dict[str, Any]
+    ) -> tuple[list[Event], str | None]:
+        if self.fork:
+            return run_forked(target, self.step_limit, self.case_limit)
+        timeout = float(case.get("options", {}).get("timeout", 5))
+        steps = len(case.get("steps", case.get("replies", [])))
+        return run_inline(target, (timeout + 2) * max(steps, 1) + 10)
 
-def serve(requests: Any, replies: Any) -> None:
-    """Answer requests until ``stop`` or end of input."""
-    driver = Driver()
+
+def respond(driver: Driver, message: Any) -> dict[str, Any] | None:
+    """``driver``'s reply to ``message``; anything it cannot act on becomes an ``error`` message."""
+    try:
+        if not isinstance(message, dict):
+            raise ProtocolViolation("a message must be a JSON object")
+        return driver.handle(message)
+    except Exception as exc:
+        reply: dict[str, Any] = {"type": "error", "message": f"{type(exc).__name__}: {exc}"}
+        if not isinstance(exc, ProtocolViolation):
+            reply["traceback"] = traceback.format_exc(limit=8)
+        return reply
+
+
+def serve(driver: Driver, requests: Any, replies: Any) -> None:
+    """Answer messages until ``bye`` or end of input."""
     for line in requests:
         if not line.strip():
             continue
-        request: dict[str, Any] = {}
         try:
-            request = json.loads(line)
-            reply = driver.handle(request)
-        except Exception as exc:
-            reply = {
-                "ok": False,
-                "error": f"{type(exc).__name__}: {exc}",
-                "traceback": traceback.format_exc(limit=8),
-            }
+            message = json.loads(line)
+        except ValueError as exc:
+            message = None
+            reply: dict[str, Any] | None = {"type": "error", "message": f"not JSON: {exc}"}
+        else:
+            reply = respond(driver, message)
+        if reply is None:
+            break
         replies.write(json.dumps(reply, ensure_ascii=False, allow_nan=False) + "\n")
         replies.flush()
-        if request.get("op") == "stop":
-            break
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
+    import argparse
+
+    parser = argparse.ArgumentParser(description="Serve the rlm-compat conformance protocol.")
+    parser.add_argument("--backend", required=True, choices=sorted(BACKENDS))
+    parser.add_argument("--path", action="append", default=[], help="put first on sys.path")
+    parser.add_argument("--label", default="", help="the version to report (a checkout's commit)")
+    args = parser.parse_args(argv)
     replies = os.fdopen(os.dup(1), "w", encoding="utf-8")
     os.dup2(2, 1)
     sys.stdout = sys.stderr
-    serve(sys.stdin, replies)
+    serve(Driver(BACKENDS[args.backend](args.path, args.label)), sys.stdin, replies)
 
 
 if __name__ == "__main__":

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from . import compare as _compare
-from .adapters import Adapter, DriverAdapter
+from .adapters import Adapter
 from .deviations import Registry
 from .fixtures import DEVIATIONS, FixtureSet, read_jsonl
 
@@ -241,15 +241,10 @@ def _run_one(
                     )
         return run
     python = _major_minor(str(run.info.get("python", platform.python_version())))
-    seed_fixed = getattr(adapter, "hash_seed_fixed", True)
     try:
         for kind in kinds:
             selected = [line for line in lines.for_python(kind, python, run) if selector(line["id"])]
-            outcomes: Iterable[dict[str, Any]]
-            if isinstance(adapter, DriverAdapter):
-                outcomes = _batched(adapter, kind, selected, progress)
-            else:
-                outcomes = (_single(adapter, kind, line, seed_fixed, progress) for line in selected)
+            outcomes = _batched(adapter, kind, selected, progress)
             for line, outcome in zip(selected, outcomes, strict=True):
                 run.results.append(classify(adapter, kind, line, outcome, registry, python))
     finally:
@@ -258,30 +253,26 @@ def _run_one(
     return run
 
 
-def _single(
-    adapter: Adapter, kind: str, line: dict[str, Any], seed_fixed: bool, progress: Progress
-) -> dict[str, Any]:
-    progress.advance(label=f"{adapter.name} {line['id']}")
-    if line.get("hash_sensitive") and not seed_fixed:
-        return {"skip": "output shows str-hash order; run with PYTHONHASHSEED=0 to compare it"}
-    try:
-        return adapter.run(kind, line["input"])
-    except Exception as exc:  # one broken case must not end the whole run
-        return {"failure": f"adapter raised {type(exc).__name__}: {exc}"}
+_HASH_SKIP = "output shows str-hash order; run with PYTHONHASHSEED=0 to compare it"
 
 
 def _batched(
-    adapter: DriverAdapter, kind: str, lines: list[dict[str, Any]], progress: Progress
+    adapter: Adapter, kind: str, lines: list[dict[str, Any]], progress: Progress
 ) -> Iterable[dict[str, Any]]:
+    """Outcomes in order, asked for in batches (one progress step per batch)."""
     size = _PARSER_BATCH if kind == "parser" else _CASE_BATCH
+    comparable = adapter.hash_seed_fixed
     for start in range(0, len(lines), size):
         chunk = lines[start : start + size]
+        ask = [line for line in chunk if comparable or not line.get("hash_sensitive")]
         try:
-            outcomes = adapter.run_many(kind, [line["input"] for line in chunk])
-        except Exception as exc:  # the driver could not even be restarted
-            outcomes = [{"failure": f"{type(exc).__name__}: {exc}"} for _ in chunk]
-        progress.advance(len(chunk), label=f"{adapter.name} {kind}")
-        yield from outcomes
+            answers = iter(adapter.run_many(kind, [line["input"] for line in ask]))
+        except Exception as exc:  # the implementation could not even be restarted
+            failure = {"failure": f"{type(exc).__name__}: {exc}"}
+            answers = iter([failure] * len(ask))
+        progress.advance(len(chunk), label=f"{adapter.name} {kind} {chunk[-1]['id']}")
+        for line in chunk:
+            yield next(answers) if comparable or not line.get("hash_sensitive") else {"skip": _HASH_SKIP}
 
 
 def run_conformance(
