@@ -15,7 +15,11 @@ Rows (targets from the isolation issue; PASS / FAIL is printed, never asserted):
    process <= 0.3 ms, inline and the ratio reported.
 4. A step touching the context (``n = len(context)``) with a ``--big-mb`` MB string against a
    1 MB one, after each session's first step (the context crosses once per session): ratio
-   <= 1.2. First steps, and a context that is a list of 100k strings, are reported.
+   <= 1.2 in wall time (p50) and CPU time (parent thread + worker, floor of 50-step batches),
+   the two sessions interleaved in one run, measured twice: both workers pinned to the parent's
+   CPU, then both to another CPU (unpinned, the scheduler's placement of each worker decides
+   the comparison, see :func:`_placed_steps`). First steps, and a context that is a list of
+   100k strings, are reported.
 5. ``--threads`` sessions started at once from as many threads (each: new executor, first
    step): wall time and slowest session, process against inline (the way 2fb46cc runs).
 6. ``import rlm_compat`` in a fresh interpreter, median of ``--import-runs``: <= 0.15 s, and
@@ -206,28 +210,63 @@ def _worker_cpu_ns(executor: Any) -> int:
         return int(f.read().split()[0])
 
 
-def _cpu_per_step(
-    runs: dict[str, tuple[Any, dict[str, Any]]], code: str, total: int, batch: int
-) -> dict[str, dict[str, float]]:
-    """CPU time per step, parent thread plus worker, in rotating batches (microseconds).
+def _placements() -> list[tuple[str, int, int]]:
+    """``(label, parent CPU, worker CPU)`` for row 4: the workers on the parent's CPU, then on
+    another one. Where affinity cannot be set (or there is one CPU), one unpinned placement."""
+    if not hasattr(os, "sched_setaffinity"):
+        return [("unpinned", -1, -1)]
+    cpus = sorted(os.sched_getaffinity(0))
+    if len(cpus) < 2:
+        return [("unpinned", -1, -1)]
+    return [("same CPU", cpus[0], cpus[0]), ("other CPU", cpus[0], cpus[1])]
 
-    What a step costs the machine, unlike wall time not moved by the scheduler: with two
-    processes and a few context switches per ~0.1 ms step, the wall-time medians of two sessions
-    on this shared 2-CPU VM swing 0.4-2x against each other from one trial to the next. Per
-    session: the median over batches, and the floor (the cheapest batch; interference from
-    other work only ever adds to a batch, so the floor is the step's own cost, as timeit's min).
+
+def _pin(pid: int, cpu: int) -> None:
+    if cpu >= 0:
+        os.sched_setaffinity(pid, {cpu})
+
+
+def _placed_steps(
+    runs: dict[str, tuple[Any, dict[str, Any]]], code: str, total: int, batch: int, cpus: tuple[int, int]
+) -> dict[str, dict[str, Any]]:
+    """Wall time per step and CPU time per step (parent thread + worker), in rotating batches.
+
+    Every session in the same placement: the parent thread on ``cpus[0]``, every worker on
+    ``cpus[1]``. Which CPU a worker shares with its parent decides a step's cost on this VM more
+    than anything the step does (a wake-up of a process on another virtual CPU is an
+    inter-processor interrupt through the hypervisor: ~35 us more CPU per round trip, see
+    docs/performance.md), and the scheduler places each worker by its history — a worker that
+    just received 100 MB while the parent was still sending tends to stay on the other CPU. Left
+    unpinned, two sessions compare placements, not steps.
+
+    Per session: every step's wall time, and the CPU time of each batch as median and floor (the
+    cheapest batch; interference from other work only ever adds to a batch, as timeit's min).
     """
-    per_batch: dict[str, list[float]] = {name: [] for name in runs}
-    names = list(runs)
-    for i in range(max(1, total // batch)):
-        for name in names[i % len(names) :] + names[: i % len(names)]:
-            executor, env = runs[name]
-            worker0, parent0 = _worker_cpu_ns(executor), time.thread_time_ns()
-            for _ in range(batch):
-                executor.execute(code, env)
-            spent = time.thread_time_ns() - parent0 + _worker_cpu_ns(executor) - worker0
-            per_batch[name].append(spent / batch / 1000)
-    return {name: {"median": statistics.median(v), "floor": min(v)} for name, v in per_batch.items()}
+    parent_cpu, worker_cpu = cpus
+    before = os.sched_getaffinity(0) if parent_cpu >= 0 else set()
+    _pin(0, parent_cpu)
+    for executor, _ in runs.values():
+        _pin(executor._runner.worker_pid, worker_cpu)
+    try:
+        for executor, env in runs.values():
+            _step_samples(executor, env, code, batch)  # warm-up on the new CPU
+        wall: dict[str, list[float]] = {name: [] for name in runs}
+        cpu: dict[str, list[float]] = {name: [] for name in runs}
+        names = list(runs)
+        for i in range(max(1, total // batch)):
+            for name in names[i % len(names) :] + names[: i % len(names)]:
+                executor, env = runs[name]
+                worker0, parent0 = _worker_cpu_ns(executor), time.thread_time_ns()
+                wall[name].extend(_step_samples(executor, env, code, batch))
+                spent = time.thread_time_ns() - parent0 + _worker_cpu_ns(executor) - worker0
+                cpu[name].append(spent / batch / 1000)
+    finally:
+        if before:
+            os.sched_setaffinity(0, before)
+    return {
+        name: {"wall": wall[name], "cpu_median": statistics.median(cpu[name]), "cpu_floor": min(cpu[name])}
+        for name in runs
+    }
 
 
 def _interleaved(
@@ -286,13 +325,12 @@ def child_steps(steps: int, big_mb: int, sessions: int, big_steps: int) -> dict[
         runs = {"1MB": (e_small, {"context": small}), "big": (e_big, {"context": big})}
         for executor, env in runs.values():
             executor.execute(code, env)
-        steady.update(_interleaved(runs, code, big_steps, 50, 20))
-        cpu = _cpu_per_step(runs, code, big_steps * 2, 50)
+        placed = {label: _placed_steps(runs, code, big_steps, 50, (p, w)) for label, p, w in _placements()}
     with REPLExecutor(isolation="process", timeout=120) as e_list:
         env = {"context": as_list}
         e_list.execute(code, env)
         steady["list"] = _step_samples(e_list, env, code, max(5, big_steps // 50))
-    return {"trivial": trivial, "first": first, "steady": steady, "cpu": cpu}
+    return {"trivial": trivial, "first": first, "steady": steady, "placed": placed}
 
 
 def _run_child(args: list[str]) -> dict[str, Any]:
@@ -420,56 +458,38 @@ def build_rows(
     rows.append(_row("3. trivial step ratio process / inline", proc / inline, "x", None, "{:.1f}"))
     first, steady = steps["first"], steps["steady"]
     big = f"{args.big_mb} MB"
-    small_p50, big_p50 = statistics.median(steady["1MB"]), statistics.median(steady["big"])
-    rows.append(
-        _row(
-            f"4. `n = len(context)` p50, 1 MB str ({len(steady['1MB'])} steps)",
-            small_p50,
-            "ms",
-            None,
-            "{:.3f}",
+    for placement, per in steps["placed"].items():
+        where = f"4. `n = len(context)`, workers on {placement}"
+        if placement == "unpinned":
+            where = "4. `n = len(context)`, unpinned"
+        small, large = per["1MB"], per["big"]
+        small_p50, big_p50 = statistics.median(small["wall"]), statistics.median(large["wall"])
+        rows.append(
+            (
+                f"{where}: wall p50, 1 MB / {big} str ({len(small['wall'])} steps each)",
+                f"{small_p50:.3f} / {big_p50:.3f} ms",
+                "",
+                "",
+            )
         )
-    )
-    rows.append(
-        _row(
-            f"4. `n = len(context)` p50, {big} str ({len(steady['big'])} steps)",
-            big_p50,
-            "ms",
-            None,
-            "{:.3f}",
-        )
-    )
-    rows.append(
-        _row(f"4. wall ratio {big} / 1 MB (scheduler-bound, see docs)", big_p50 / small_p50, "x", None)
-    )
-    cpu = steps["cpu"]
-    for stat in ("median", "floor"):
+        rows.append(_row(f"{where}: wall ratio {big} / 1 MB", big_p50 / small_p50, "x", 1.2))
         for name, label in (("1MB", "1 MB"), ("big", big)):
             rows.append(
-                _row(
-                    f"4. CPU per step (parent + worker), {label} str, {stat} of batches",
-                    cpu[name][stat],
-                    "us",
-                    None,
-                    "{:.1f}",
+                (
+                    f"{where}: CPU per step, {label} str, median / floor of batches",
+                    f"{per[name]['cpu_median']:.1f} / {per[name]['cpu_floor']:.1f} us",
+                    "",
+                    "",
                 )
             )
-    rows.append(
-        _row(
-            f"4. CPU ratio {big} / 1 MB, medians (interference included)",
-            cpu["big"]["median"] / cpu["1MB"]["median"],
-            "x",
-            None,
+        rows.append(
+            _row(
+                f"{where}: CPU ratio {big} / 1 MB, floors",
+                large["cpu_floor"] / small["cpu_floor"],
+                "x",
+                1.2,
+            )
         )
-    )
-    rows.append(
-        _row(
-            f"4. CPU ratio {big} / 1 MB, floors (the step's own cost)",
-            cpu["big"]["floor"] / cpu["1MB"]["floor"],
-            "x",
-            1.2,
-        )
-    )
     rows.append(
         _row(
             f"4. first step (context crosses), 1 MB str, median of {len(first['1MB'])}",
