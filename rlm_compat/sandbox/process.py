@@ -8,14 +8,16 @@ of the host. The worker runs the same :class:`~.inline.InlineRunner` with the sa
 :class:`~.texts.Texts`, so an ordinary timeout or error reads exactly as inline.
 
 How the session is kept: the worker holds the namespace. Before each step the parent sends the
-``env`` entries that changed since the last step (pickled; modules by name; host functions by
-name); after it, the worker sends back each changed variable, and ``env`` gets those it can take
-as plain data (:func:`~.channel.safe_loads`: the parent never unpickles anything else a worker
-sends). The rest (functions, classes, instances of them, other objects) stays in the worker and
-appears in ``env`` as a :class:`WorkerObject`. Only host functions (:class:`~.hostcall.HostCall`,
-or plain callables the host itself put in ``env`` that cannot be pickled) call back into the
-parent; nothing that came from the worker ever runs here. When a worker is killed, its
-WorkerObjects are lost: the step's error says which, and they leave ``env``.
+``env`` entries that changed since the last step (pickled; a big ``str`` or ``bytes``, such as
+the context, as a sealed memory file, see :mod:`.mapped`; modules by name; host functions by
+name), so a context crosses once per session, never per step. After it, the worker sends back
+each changed variable, and ``env`` gets those it can take as plain data
+(:func:`~.channel.safe_loads`: the parent never unpickles anything else a worker sends). The
+rest (functions, classes, instances of them, other objects) stays in the worker and appears in
+``env`` as a :class:`WorkerObject`. Only host functions (:class:`~.hostcall.HostCall`, or plain
+callables the host itself put in ``env`` that cannot be pickled) call back into the parent;
+nothing that came from the worker ever runs here. When a worker is killed, its WorkerObjects
+are lost: the step's error says which, and they leave ``env``.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from typing import TYPE_CHECKING, Any
 
 from .. import errors as _errors
 from ..errors import FinalVarMissingError, REPLError, REPLTimeoutError
+from . import mapped
 from .channel import PROTOCOL, Channel, ChannelClosed, ChannelTimeout, MessageTooLarge, safe_loads
 from .hostcall import HostCall, sanitized
 from .texts import Texts
@@ -165,17 +168,23 @@ class ProcessRunner:
     def _round_trip(self, env: dict[str, Any], **request: Any) -> str:
         """Sync ``env``, send ``request``, serve host calls, take the changes back."""
         channel = self._ensure()
-        message = {**self._sync(env), **request}
+        fds: list[int] = []
         try:
-            reply = self._serve(channel, env, message)
+            message = {**self._sync(env, fds), **request}
+            reply = self._serve(channel, env, message, fds)
         except _WorkerDied as died:
             text = died.text + self._lost(env)
             self._drop()
             raise died.error_type(text) from None
+        finally:
+            mapped.close_all(fds)
         return self._finish(reply, env)
 
-    def _sync(self, env: dict[str, Any]) -> dict[str, Any]:
+    def _sync(self, env: dict[str, Any], fds: list[int]) -> dict[str, Any]:
+        """The step message's account of what changed in ``env``; the descriptors of the values
+        that go as memory files are appended to ``fds`` (the caller closes them)."""
         values: dict[str, bytes] = {}
+        big: dict[str, tuple[str, int]] = {}
         modules: dict[str, str] = {}
         hosts: dict[str, str] = {}
         self._unsent = {}
@@ -190,7 +199,7 @@ class ProcessRunner:
                 hosts[key] = value.kind
             elif callable(value) and not isinstance(value, type):
                 hosts[key] = "call"  # a function the host put in env: it runs here
-            else:
+            elif not self._map(key, value, big, fds):
                 try:
                     values[key] = pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
                 except Exception as exc:
@@ -202,18 +211,41 @@ class ProcessRunner:
         for key in removed:
             del self._sent[key]
             self._hosts.discard(key)
-        return {"values": values, "modules": modules, "hosts": hosts, "removed": removed}
+        return {"values": values, "mapped": big, "modules": modules, "hosts": hosts, "removed": removed}
 
-    def _serve(self, channel: Channel, env: dict[str, Any], request: dict[str, Any]) -> dict[str, Any]:
+    @staticmethod
+    def _map(key: str, value: Any, big: dict[str, tuple[str, int]], fds: list[int]) -> bool:
+        """Put a big ``str`` / ``bytes`` in a memory file for this step; False: pickle it instead."""
+        if not (
+            type(value) in (str, bytes)
+            and len(value) >= mapped.MAPPED_MIN
+            and len(fds) < mapped.MAX_MAPPED
+            and mapped.available()
+        ):
+            return False
+        try:
+            fd, kind, size = mapped.write(value)
+        except OSError:  # no memory file to be had (descriptors, memory): in-band as before
+            return False
+        fds.append(fd)
+        big[key] = (kind, size)
+        return True
+
+    def _serve(
+        self, channel: Channel, env: dict[str, Any], request: dict[str, Any], fds: list[int]
+    ) -> dict[str, Any]:
         """Send the step, answer host calls until it is done; kill the worker when time is up.
 
         The worker may die between the liveness check and the send (a kill from outside): a
-        broken pipe then reads like any other death.
+        broken pipe then reads like any other death. The memory files are closed here as soon
+        as they are sent (the message holds them until the worker takes them).
         """
         try:
-            channel.send(request)
+            channel.send(request, fds)
         except OSError as exc:
             raise _WorkerDied(self._texts.crashed(self._death(exc))) from None
+        finally:
+            mapped.close_all(fds)
         budget = self.config.timeout + KILL_GRACE
         while True:
             started = time.monotonic()

@@ -28,6 +28,8 @@ from .channel import PROTOCOL, Channel, dumps_plain
 from .deadline import host_code
 from .hostcall import host_call
 from .inline import InlineRunner
+from .mapped import MAX_MAPPED, close_all
+from .mapped import read as mapped_read
 from .modules import proxy_for_module
 from .texts import Texts
 
@@ -82,8 +84,10 @@ class _Session:
         for key in message["removed"]:
             ns.pop(key, None)
             self.known.pop(key, None)
-        failed: dict[str, str] = {}
+        mapped: dict[str, tuple[str, int]] = message.get("mapped", {})
         payloads = message.pop("values")  # dropped as soon as loaded: a big context is not kept twice
+        self._make_room(sum(map(len, payloads.values())) + sum(size for _, size in mapped.values()))
+        failed = self._load_mapped(mapped, message.pop("fds", []))
         for key in list(payloads):
             data = payloads.pop(key)
             self.received += len(data)
@@ -102,6 +106,42 @@ class _Session:
         for key, kind in message["hosts"].items():
             ns[key] = host_call(_Remote(key, self.channel), kind)
             self.known[key] = (id(ns[key]), _PARENTS)
+        return failed
+
+    def _make_room(self, incoming: int) -> None:
+        """Raise the address-space limit by what arrives (the data and the value it becomes).
+
+        What the host sends is not model code's allocation: a context never fails to load for
+        the step's allowance; :meth:`cap` sets the step's limit afterwards as usual.
+        """
+        if incoming and self.as_limit is not None:
+            now = rlimits.fast_address_space() or self.as_limit
+            room = now + 2 * incoming + _MIN_STEP_ROOM
+            if room > self.as_limit:
+                rlimits.set_address_space(room)
+                self.as_limit = room
+
+    def _load_mapped(self, mapped: dict[str, tuple[str, int]], fds: list[int]) -> dict[str, str]:
+        """The big ``str`` / ``bytes`` values that came as memory files (see :mod:`.mapped`)."""
+        failed: dict[str, str] = {}
+        try:
+            fds.reverse()
+            for key, (kind, size) in mapped.items():
+                if not fds:
+                    self.ns.pop(key, None)
+                    failed[key] = "its data did not arrive"
+                    continue
+                self.received += size
+                try:
+                    value = self.ns[key] = mapped_read(fds.pop(), kind, size)
+                except Exception as exc:
+                    self.ns.pop(key, None)
+                    self.known.pop(key, None)
+                    failed[key] = f"{type(exc).__name__}: {exc}"
+                    continue
+                self.known[key] = (id(value), None)
+        finally:
+            close_all(fds)
         return failed
 
     def changes(self) -> tuple[dict[str, tuple[str, bool, bytes]], list[str]]:
@@ -214,7 +254,7 @@ def _result(call: Any, *args: Any) -> dict[str, Any]:
 
 def serve(sock: socket.socket) -> None:
     """Serve one session until the parent closes the channel."""
-    channel = Channel(sock, trusted=True)
+    channel = Channel(sock, trusted=True, max_fds=MAX_MAPPED)
     init = channel.recv()
     if init.get("op") != "init" or init.get("protocol") != PROTOCOL:
         channel.send({"op": "refused", "protocol": PROTOCOL})
