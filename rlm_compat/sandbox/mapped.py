@@ -17,7 +17,6 @@ import mmap
 import os
 import socket
 import sys
-import tempfile
 
 __all__ = ["MAPPED_MIN", "MAX_MAPPED", "available", "close_all", "read", "write"]
 
@@ -39,6 +38,8 @@ def _new_file() -> int:
     if hasattr(os, "memfd_create"):
         flags = os.MFD_CLOEXEC | getattr(os, "MFD_ALLOW_SEALING", 0)
         return os.memfd_create("rlm-compat-value", flags)
+    import tempfile  # not imported up front: the fork server's start is kept short
+
     fd, path = tempfile.mkstemp(prefix="rlm-compat-value-")
     os.unlink(path)
     return fd

@@ -97,6 +97,7 @@ class ProcessRunner:
         self._held: set[str] = set()
         self._lock = threading.Lock()
         weakref.finalize(self, _abandon, self._worker)
+        _prewarm(config.start_method or "forkserver")
 
     # --- lifecycle --------------------------------------------------------------------------
 
@@ -344,6 +345,22 @@ class ProcessRunner:
             del env[key]
         self._held.clear()
         return self._texts.lost_variables(lost)
+
+
+def _prewarm(start_method: str) -> None:
+    """Start this process's fork server now, in the background, if it is not running yet.
+
+    A runner is made before its first step: ``RLM`` makes one when it starts a run, before its
+    first model call, so the fork server's ~50 ms start (a fresh interpreter importing the
+    sandbox) overlaps that call instead of delaying the first step. Any failure here is left for
+    the first step to report.
+    """
+    from .spawn import prewarm
+
+    try:
+        prewarm(start_method)
+    except (OSError, _errors.ConfigurationError):
+        pass
 
 
 def _release(box: list[Any]) -> None:

@@ -66,8 +66,9 @@ class WorkerStartError(OSError):
 
 
 DEFAULT_ENTRY = "rlm_compat.sandbox.worker:serve"
-DEFAULT_PRELOAD: tuple[str, ...] = ("rlm_compat.sandbox.worker", "rlm_compat.sandbox.spawn")
-"""What the fork server imports before forking (a missing module is skipped)."""
+DEFAULT_PRELOAD: tuple[str, ...] = ("rlm_compat.sandbox.worker",)
+"""What the fork server imports before forking (a missing module is skipped); the module of the
+entry a fork server is first started for is added (see :func:`start_worker`)."""
 _PASSED_ENV = ("LITELLM_LOCAL_MODEL_COST_MAP",)
 
 
@@ -399,6 +400,7 @@ def _describe() -> dict[str, Any]:
         "fds": fds,
         "stdio": [os.path.realpath(f"{fd_dir}/{n}") for n in (0, 1, 2)],
         "modules": sorted(sys.modules),
+        "dont_write_bytecode": sys.dont_write_bytecode,
     }
 
 

@@ -15,13 +15,17 @@ instance of one) stays here as an opaque entry instead of failing the step.
 
 from __future__ import annotations
 
-import hashlib
 import importlib
 import operator
 import os
 import pickle
 import socket
 from typing import Any
+
+try:  # hashlib would load OpenSSL too: ~2 ms of the fork server's start, for one hash
+    from _blake2 import blake2b
+except ImportError:  # pragma: no cover - CPython builds without it
+    from hashlib import blake2b
 
 from . import rlimits
 from .channel import PROTOCOL, Channel, dumps_plain
@@ -192,7 +196,7 @@ class _Session:
 
 
 def _digest(data: bytes) -> bytes:
-    return hashlib.blake2b(data, digest_size=16).digest()
+    return blake2b(data, digest_size=16).digest()
 
 
 _FLAT_ITEMS = frozenset({str, bytes, int, float, bool, type(None), complex})
