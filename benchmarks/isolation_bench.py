@@ -6,9 +6,11 @@
 Rows (targets from the isolation issue; PASS / FAIL is printed, never asserted):
 
 1. The first worker of a process whose ``__main__`` imported litellm first (a fresh child per
-   run, median of ``--runs``): worker start (``REPLExecutor`` + first step up to the worker's
-   "ready", which includes starting the fork server) <= 100 ms; ``start_worker`` alone and the
-   whole first step end to end are reported too.
+   run, median of ``--runs``): from ``REPLExecutor()`` (which starts the fork server in the
+   background) through the first step up to the worker's "ready" <= 100 ms; the first step's
+   wait for it, ``start_worker`` alone and the whole first step end to end are reported too, and
+   the first step's wait when ``--lead-ms`` pass between the executor and its first step (as in
+   ``RLM``, where a model call comes first).
 2. Further sessions (``--sessions`` per child, pooled): worker start p50 / p95 <= 10 ms, the same
    for ``rlm_compat.sandbox.spawn.start_worker`` called directly; end to end reported.
 3. Trivial step p50 (``x = 1``, ``--steps`` per executor in interleaved batches after a warm-up):
@@ -67,6 +69,7 @@ class _StartTimer:
         from rlm_compat.sandbox import process, spawn
 
         self.ensure: list[float] = []
+        self.ensure_end: list[float] = []
         self.start_worker: list[float] = []
         self._lock = threading.Lock()
         original_start = spawn.start_worker
@@ -86,7 +89,10 @@ class _StartTimer:
             try:
                 return original_ensure(runner)
             finally:
-                self._add(self.ensure, time.perf_counter() - t0)
+                end = time.perf_counter()
+                self._add(self.ensure, end - t0)
+                with self._lock:
+                    self.ensure_end.append(end)
 
         spawn.start_worker = start_worker  # type: ignore[assignment]
         process.ProcessRunner._ensure = ensure  # type: ignore[method-assign]
@@ -155,6 +161,7 @@ def child_sessions(sessions: int, threads: int) -> dict[str, Any]:
     executor = REPLExecutor()
     executor.execute("1", {})
     first_total = (time.perf_counter() - t0) * 1000
+    first_ready = (timer.ensure_end[0] - t0) * 1000
     executor.close()
     (first_ensure,), (first_start,) = timer.take()
 
@@ -177,6 +184,7 @@ def child_sessions(sessions: int, threads: int) -> dict[str, Any]:
     timer.take()
     spawn.shutdown()
     return {
+        "first_ready": first_ready,
         "first_ensure": first_ensure,
         "first_start": first_start,
         "first_total": first_total,
@@ -185,6 +193,24 @@ def child_sessions(sessions: int, threads: int) -> dict[str, Any]:
         "direct_start": direct,
         "concurrent": concurrent,
     }
+
+
+def child_ahead(lead_ms: float) -> dict[str, float]:
+    """Row 1's first worker as ``RLM`` meets it: the executor is made when a run starts, and a
+    model call (here a sleep of ``lead_ms``) comes before the first step."""
+    import litellm  # noqa: F401
+
+    from rlm_compat.repl import REPLExecutor
+
+    timer = _StartTimer()
+    executor = REPLExecutor()
+    time.sleep(lead_ms / 1000)
+    t0 = time.perf_counter()
+    executor.execute("1", {})
+    total = (time.perf_counter() - t0) * 1000
+    executor.close()
+    (wait,), _ = timer.take()
+    return {"wait": wait, "total": total}
 
 
 def _text(chars: int) -> str:
@@ -393,6 +419,7 @@ def build_rows(
     sessions: list[dict[str, Any]],
     steps: dict[str, Any],
     imports: list[tuple[float, bool]],
+    ahead: list[dict[str, float]],
     args: argparse.Namespace,
 ) -> list[Row]:
     med: Callable[[str], float] = lambda key: statistics.median(s[key] for s in sessions)  # noqa: E731
@@ -403,7 +430,22 @@ def build_rows(
     rows: list[Row] = []
     runs = f"median of {len(sessions)} fresh processes"
     rows.append(
-        _row(f"1. first worker start, litellm in __main__ ({runs})", med("first_ensure"), "ms", 100, "{:.1f}")
+        _row(
+            f"1. first worker: REPLExecutor() to its ready, litellm in __main__ ({runs})",
+            med("first_ready"),
+            "ms",
+            100,
+            "{:.1f}",
+        )
+    )
+    rows.append(
+        _row(
+            "1. first worker: the first step's wait for it (the fork server starts with the executor)",
+            med("first_ensure"),
+            "ms",
+            None,
+            "{:.1f}",
+        )
     )
     rows.append(
         _row(
@@ -418,6 +460,16 @@ def build_rows(
         _row(
             "1. first session end to end: REPLExecutor() + execute('1', {})",
             med("first_total"),
+            "ms",
+            None,
+            "{:.1f}",
+        )
+    )
+    lead = f"{args.lead_ms:g} ms"
+    rows.append(
+        _row(
+            f"1. first step's wait for its worker, executor made {lead} before (RLM: a model call first)",
+            statistics.median(a["wait"] for a in ahead),
             "ms",
             None,
             "{:.1f}",
@@ -569,7 +621,8 @@ def main() -> None:
     parser.add_argument("--threads", type=int, help="concurrent sessions (default 64)")
     parser.add_argument("--big-mb", type=int, default=100, help="size of the big context")
     parser.add_argument("--import-runs", type=int, help="fresh interpreters for row 6 (default 10)")
-    parser.add_argument("--child", choices=("sessions", "steps"), help=argparse.SUPPRESS)
+    parser.add_argument("--lead-ms", type=float, default=200, help="model call before a first step")
+    parser.add_argument("--child", choices=("sessions", "steps", "ahead"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     quick = args.quick
     defaults = {
@@ -586,6 +639,9 @@ def main() -> None:
     if args.child == "sessions":
         print(json.dumps(child_sessions(args.sessions, args.threads)))
         return
+    if args.child == "ahead":
+        print(json.dumps(child_ahead(args.lead_ms)))
+        return
     if args.child == "steps":
         print(json.dumps(child_steps(args.steps, args.big_mb, 1 if quick else 3, args.big_steps)))
         return
@@ -593,6 +649,7 @@ def main() -> None:
     load_before = os.getloadavg()
     common = ["--sessions", str(args.sessions), "--threads", str(args.threads)]
     sessions = [_run_child(["--child", "sessions", *common]) for _ in range(args.runs)]
+    ahead = [_run_child(["--child", "ahead", "--lead-ms", str(args.lead_ms)]) for _ in range(args.runs)]
     steps = _run_child(
         [
             "--child",
@@ -614,7 +671,7 @@ def main() -> None:
         f"{' '.join(f'{x:.2f}' for x in load_before)} before, "
         f"{' '.join(f'{x:.2f}' for x in load_after)} after{'; --quick' if quick else ''}"
     )
-    print(_table(build_rows(sessions, steps, imports, args)))
+    print(_table(build_rows(sessions, steps, imports, ahead, args)))
 
 
 if __name__ == "__main__":
