@@ -375,7 +375,7 @@ def _abandon(box: list[Any]) -> None:
     This can run inside any allocation, in any thread, through the cyclic garbage collector,
     even while that thread holds the fork server's lock mid-request; so it must not wait for
     the fork server. A worker leaves by itself when its channel closes, and the dropped
-    handle queues its own reaping for the next start_worker or shutdown.
+    handle hands its reaping (the kill, the directory) to the reaper thread of :mod:`.spawn`.
     """
     handle, box[0] = box[0], None
     if handle is not None:
