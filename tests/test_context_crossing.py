@@ -169,3 +169,16 @@ def test_descriptors_come_with_their_message() -> None:
         mapped.close_all(fds)
         parent_end.close()
         worker_end.close()
+
+
+def test_the_allowance_does_not_grow_with_every_resend() -> None:
+    """What the host sent counts at its current size: a context replaced five times still leaves
+    model code its ``memory_mb``, not five contexts' worth more."""
+    with REPLExecutor(isolation="process", timeout=30, limits=Limits(memory_mb=16)) as ex:
+        env: dict[str, Any] = {}
+        for i in range(5):
+            env["context"] = str(i) * (48 << 20)  # a new value each time: sent again
+            ex.execute("n = len(context)", env)
+        with pytest.raises(REPLError, match="MemoryError"):
+            ex.execute("big = bytearray(300 << 20)", env)
+        assert ex.execute("print(n)", env) == str(48 << 20)

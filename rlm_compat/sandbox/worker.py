@@ -77,7 +77,7 @@ class _Session:
         self.runner = runner
         self.ns: dict[str, Any] = {}
         self.known: dict[str, tuple[int, object]] = {}
-        self.received = 0
+        self.sizes: dict[str, int] = {}  # the size of each value the host sent, as last sent
         self.base_vm = rlimits.current_address_space()
         self.as_limit: int | None = None
         self.cpu_limit: int | None = None
@@ -88,13 +88,14 @@ class _Session:
         for key in message["removed"]:
             ns.pop(key, None)
             self.known.pop(key, None)
+            self.sizes.pop(key, None)
         mapped: dict[str, tuple[str, int]] = message.get("mapped", {})
         payloads = message.pop("values")  # dropped as soon as loaded: a big context is not kept twice
         self._make_room(sum(map(len, payloads.values())) + sum(size for _, size in mapped.values()))
         failed = self._load_mapped(mapped, message.pop("fds", []))
         for key in list(payloads):
             data = payloads.pop(key)
-            self.received += len(data)
+            self.sizes[key] = len(data)
             try:
                 ns[key] = pickle.loads(data)
             except Exception as exc:  # e.g. a class only the parent's __main__ defines
@@ -135,7 +136,7 @@ class _Session:
                     self.ns.pop(key, None)
                     failed[key] = "its data did not arrive"
                     continue
-                self.received += size
+                self.sizes[key] = size
                 try:
                     value = self.ns[key] = mapped_read(fds.pop(), kind, size)
                 except Exception as exc:
@@ -183,7 +184,8 @@ class _Session:
         if limits.memory_mb is not None and self.base_vm is not None:
             now = rlimits.fast_address_space()
             if now is not None:
-                total = self.base_vm + (limits.memory_mb << 20) + 2 * self.received
+                received = sum(self.sizes.values())  # a resent value replaces its old size
+                total = self.base_vm + (limits.memory_mb << 20) + 2 * received
                 total = max(total, now + _MIN_STEP_ROOM)
                 if total != self.as_limit:
                     rlimits.set_address_space(total)
