@@ -41,6 +41,7 @@ __all__ = ["serve"]
 
 _ATOMIC = (str, bytes, int, float, bool, type(None), complex)
 """Values whose unchanged identity means an unchanged value (nothing inside can change)."""
+_UNSEEN = object()
 _PARENTS = b"parent"
 """Digest of the parent's own entries (modules, host functions): never reported back while kept."""
 _MIN_STEP_ROOM = 32 << 20
@@ -76,7 +77,9 @@ class _Session:
         self.channel = channel
         self.runner = runner
         self.ns: dict[str, Any] = {}
-        self.known: dict[str, tuple[int, object]] = {}
+        # per variable: the object the parent last saw (held, so its id cannot be reused by a
+        # new value while we compare against it) and what it is compared by
+        self.known: dict[str, tuple[object, object]] = {}
         self.sizes: dict[str, int] = {}  # the size of each value the host sent, as last sent
         self.base_vm = rlimits.current_address_space()
         self.as_limit: int | None = None
@@ -104,13 +107,13 @@ class _Session:
                 continue
             value = ns[key]
             # the fingerprint changes() would compute, so an unchanged value is never sent back
-            self.known[key] = (id(value), _fingerprint(value))
+            self.known[key] = (value, _fingerprint(value))
         for key, name in message["modules"].items():
             ns[key] = proxy_for_module(importlib.import_module(name))
-            self.known[key] = (id(ns[key]), _PARENTS)
+            self.known[key] = (ns[key], _PARENTS)
         for key, kind in message["hosts"].items():
             ns[key] = host_call(_Remote(key, self.channel), kind)
-            self.known[key] = (id(ns[key]), _PARENTS)
+            self.known[key] = (ns[key], _PARENTS)
         return failed
 
     def _make_room(self, incoming: int) -> None:
@@ -144,7 +147,7 @@ class _Session:
                     self.known.pop(key, None)
                     failed[key] = f"{type(exc).__name__}: {exc}"
                     continue
-                self.known[key] = (id(value), None)
+                self.known[key] = (value, None)
         finally:
             close_all(fds)
         return failed
@@ -153,8 +156,8 @@ class _Session:
         """What the step changed: ``(type, kept here, pickle)`` per variable, and removed names."""
         values: dict[str, tuple[str, bool, bytes]] = {}
         for key, value in self.ns.items():
-            seen_id, seen_print = self.known.get(key, (None, None))
-            same = seen_id == id(value)
+            seen, seen_print = self.known.get(key, (_UNSEEN, None))
+            same = seen is value
             if same and (isinstance(value, _ATOMIC) or seen_print == _PARENTS):
                 continue
             if same and isinstance(seen_print, _Snapshot) and seen_print.matches(value):
@@ -168,7 +171,7 @@ class _Session:
             if same and seen_print == print_:
                 continue
             values[key] = (type(value).__qualname__, kept, data)
-            self.known[key] = (id(value), print_)
+            self.known[key] = (value, print_)
         removed = [k for k in self.known if k not in self.ns]
         for key in removed:
             del self.known[key]
