@@ -182,3 +182,24 @@ def test_the_allowance_does_not_grow_with_every_resend() -> None:
         with pytest.raises(REPLError, match="MemoryError"):
             ex.execute("big = bytearray(300 << 20)", env)
         assert ex.execute("print(n)", env) == str(48 << 20)
+
+
+def test_the_context_bound_to_another_name_comes_back_by_name() -> None:
+    """``text = context`` does not send the context back: the parent binds its own object, so a
+    context bigger than what a step may send back (``reply_bytes``) keeps working."""
+    with REPLExecutor(isolation="process", timeout=30, limits=Limits(reply_bytes=1 << 20)) as ex:
+        env: dict[str, Any] = {"context": TEXT}
+        out = ex.execute("text = context\nhead = context[:5]", env)
+        assert out == "Code executed successfully (no output)"
+        assert env["text"] is env["context"] and env["head"] == TEXT[:5]
+        assert ex.execute("context = 'short'\nprint(len(text), context)", env) == f"{len(TEXT)} short"
+        assert env["context"] == "short" and env["text"] is not env["context"]
+        assert ex.execute("again = text", env) == "Code executed successfully (no output)"
+        assert env["again"] == TEXT
+
+
+def test_the_context_changed_in_the_step_is_sent_back_not_aliased() -> None:
+    with REPLExecutor(isolation="process", timeout=30) as ex:
+        env: dict[str, Any] = {"context": TEXT}
+        ex.execute("old = context\ncontext = context.upper()", env)
+        assert env["old"] == TEXT and env["context"] == TEXT.upper()

@@ -301,10 +301,19 @@ class ProcessRunner:
         return {"op": "return", "value": result}
 
     def _finish(self, reply: dict[str, Any], env: dict[str, Any]) -> str:
+        aliased = {key: self._sent.get(origin) for key, origin in reply.get("aliases", {}).items()}
         for key in reply["removed"]:
             env.pop(key, None)
             self._sent.pop(key, None)
             self._held.discard(key)
+        for key, value in aliased.items():  # the host's own text, bound to one more name
+            if type(value) not in (str, bytes):
+                value = WorkerObject(key, "str")  # no such text was sent: say nothing more
+                self._held.add(key)
+            else:
+                self._held.discard(key)
+            env[key] = value
+            self._sent[key] = value
         for key, (type_name, kept, data) in reply["values"].items():
             try:
                 value = safe_loads(data, functools.partial(WorkerObject, key))

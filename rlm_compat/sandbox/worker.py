@@ -42,6 +42,8 @@ __all__ = ["serve"]
 _ATOMIC = (str, bytes, int, float, bool, type(None), complex)
 """Values whose unchanged identity means an unchanged value (nothing inside can change)."""
 _UNSEEN = object()
+_ALIAS_MIN = 1 << 16
+"""Host-sent text at least this long comes back by name when the code binds it to another name."""
 _PARENTS = b"parent"
 """Digest of the parent's own entries (modules, host functions): never reported back while kept."""
 _MIN_STEP_ROOM = 32 << 20
@@ -80,6 +82,7 @@ class _Session:
         # per variable: the object the parent last saw (held, so its id cannot be reused by a
         # new value while we compare against it) and what it is compared by
         self.known: dict[str, tuple[object, object]] = {}
+        self.from_host: dict[str, str | bytes] = {}  # big text the host sent, by variable
         self.sizes: dict[str, int] = {}  # the size of each value the host sent, as last sent
         self.base_vm = rlimits.current_address_space()
         self.as_limit: int | None = None
@@ -92,6 +95,7 @@ class _Session:
             ns.pop(key, None)
             self.known.pop(key, None)
             self.sizes.pop(key, None)
+            self.from_host.pop(key, None)
         mapped: dict[str, tuple[str, int]] = message.get("mapped", {})
         payloads = message.pop("values")  # dropped as soon as loaded: a big context is not kept twice
         self._make_room(sum(map(len, payloads.values())) + sum(size for _, size in mapped.values()))
@@ -108,6 +112,7 @@ class _Session:
             value = ns[key]
             # the fingerprint changes() would compute, so an unchanged value is never sent back
             self.known[key] = (value, _fingerprint(value))
+            self._note_from_host(key, value)
         for key, name in message["modules"].items():
             ns[key] = proxy_for_module(importlib.import_module(name))
             self.known[key] = (ns[key], _PARENTS)
@@ -148,17 +153,36 @@ class _Session:
                     failed[key] = f"{type(exc).__name__}: {exc}"
                     continue
                 self.known[key] = (value, None)
+                self._note_from_host(key, value)
         finally:
             close_all(fds)
         return failed
 
-    def changes(self) -> tuple[dict[str, tuple[str, bool, bytes]], list[str]]:
-        """What the step changed: ``(type, kept here, pickle)`` per variable, and removed names."""
+    def _note_from_host(self, key: str, value: object) -> None:
+        if type(value) in (str, bytes) and len(value) >= _ALIAS_MIN:  # type: ignore[arg-type]
+            self.from_host[key] = value  # type: ignore[assignment]
+        else:
+            self.from_host.pop(key, None)
+
+    def changes(self) -> tuple[dict[str, tuple[str, bool, bytes]], list[str], dict[str, str]]:
+        """What the step changed: ``(type, kept here, pickle)`` per variable, removed names, and
+        aliases: variables now bound to a big text the host sent as another, still unchanged,
+        variable (``text = context``), named instead of sent back."""
+        ns = self.ns
+        self.from_host = {k: v for k, v in self.from_host.items() if ns.get(k) is v}
+        origins = {id(v): k for k, v in self.from_host.items()}  # alive: held in from_host
         values: dict[str, tuple[str, bool, bytes]] = {}
-        for key, value in self.ns.items():
+        aliases: dict[str, str] = {}
+        for key, value in ns.items():
             seen, seen_print = self.known.get(key, (_UNSEEN, None))
             same = seen is value
             if same and (isinstance(value, _ATOMIC) or seen_print == _PARENTS):
+                continue
+            origin = origins.get(id(value))
+            if origin is not None and origin != key:
+                aliases[key] = origin
+                self.known[key] = (value, None)
+                self.from_host[key] = value  # the parent holds it under this name too now
                 continue
             if same and isinstance(seen_print, _Snapshot) and seen_print.matches(value):
                 continue
@@ -175,7 +199,7 @@ class _Session:
         removed = [k for k in self.known if k not in self.ns]
         for key in removed:
             del self.known[key]
-        return values, removed
+        return values, removed, aliases
 
     def cap(self) -> None:
         """This step's limits: address space above what the session holds, CPU time.
@@ -261,6 +285,18 @@ def _result(call: Any, *args: Any) -> dict[str, Any]:
         return {"ok": False, "error": type(exc).__name__, "text": str(exc)}
 
 
+def _done(session: _Session, result: dict[str, Any], failed: dict[str, str]) -> dict[str, Any]:
+    values, removed, aliases = session.changes()
+    return {
+        "op": "done",
+        "result": result,
+        "values": values,
+        "removed": removed,
+        "aliases": aliases,
+        "unloadable": failed,
+    }
+
+
 def serve(sock: socket.socket) -> None:
     """Serve one session until the parent closes the channel."""
     channel = Channel(sock, trusted=True, max_fds=MAX_MAPPED)
@@ -281,29 +317,11 @@ def serve(sock: socket.socket) -> None:
             failed = session.sync(message)
             session.cap()
             result = _result(runner.execute, message["code"], session.ns)
-            values, removed = session.changes()
-            channel.send(
-                {
-                    "op": "done",
-                    "result": result,
-                    "values": values,
-                    "removed": removed,
-                    "unloadable": failed,
-                }
-            )
+            channel.send(_done(session, result, failed))
         elif op == "render":
             failed = session.sync(message)
             session.cap()
             result = _result(runner.render, session.ns, message["name"])
-            values, removed = session.changes()
-            channel.send(
-                {
-                    "op": "done",
-                    "result": result,
-                    "values": values,
-                    "removed": removed,
-                    "unloadable": failed,
-                }
-            )
+            channel.send(_done(session, result, failed))
         else:
             channel.send({"op": "refused", "protocol": PROTOCOL})
