@@ -6,16 +6,22 @@
 Rows (targets from the isolation issue; PASS / FAIL is printed, never asserted):
 
 1. The first worker of a process whose ``__main__`` imported litellm first (a fresh child per
-   run, median of ``--runs``): worker start (``REPLExecutor`` + first step up to the worker's
-   "ready", which includes starting the fork server) <= 100 ms; ``start_worker`` alone and the
-   whole first step end to end are reported too.
+   run, median of ``--runs``): from ``REPLExecutor()`` (which starts the fork server in the
+   background) through the first step up to the worker's "ready" <= 100 ms; the first step's
+   wait for it, ``start_worker`` alone and the whole first step end to end are reported too, and
+   the first step's wait when ``--lead-ms`` pass between the executor and its first step (as in
+   ``RLM``, where a model call comes first).
 2. Further sessions (``--sessions`` per child, pooled): worker start p50 / p95 <= 10 ms, the same
    for ``rlm_compat.sandbox.spawn.start_worker`` called directly; end to end reported.
 3. Trivial step p50 (``x = 1``, ``--steps`` per executor in interleaved batches after a warm-up):
    process <= 0.3 ms, inline and the ratio reported.
 4. A step touching the context (``n = len(context)``) with a ``--big-mb`` MB string against a
    1 MB one, after each session's first step (the context crosses once per session): ratio
-   <= 1.2. First steps, and a context that is a list of 100k strings, are reported.
+   <= 1.2 in wall time (p50) and CPU time (parent thread + worker, floor of 50-step batches),
+   the two sessions interleaved in one run, measured twice: both workers pinned to the parent's
+   CPU, then both to another CPU (unpinned, the scheduler's placement of each worker decides
+   the comparison, see :func:`_placed_steps`). First steps, and a context that is a list of
+   100k strings, are reported.
 5. ``--threads`` sessions started at once from as many threads (each: new executor, first
    step): wall time and slowest session, process against inline (the way 2fb46cc runs).
 6. ``import rlm_compat`` in a fresh interpreter, median of ``--import-runs``: <= 0.15 s, and
@@ -63,6 +69,7 @@ class _StartTimer:
         from rlm_compat.sandbox import process, spawn
 
         self.ensure: list[float] = []
+        self.ensure_end: list[float] = []
         self.start_worker: list[float] = []
         self._lock = threading.Lock()
         original_start = spawn.start_worker
@@ -82,7 +89,10 @@ class _StartTimer:
             try:
                 return original_ensure(runner)
             finally:
-                self._add(self.ensure, time.perf_counter() - t0)
+                end = time.perf_counter()
+                self._add(self.ensure, end - t0)
+                with self._lock:
+                    self.ensure_end.append(end)
 
         spawn.start_worker = start_worker  # type: ignore[assignment]
         process.ProcessRunner._ensure = ensure  # type: ignore[method-assign]
@@ -151,6 +161,7 @@ def child_sessions(sessions: int, threads: int) -> dict[str, Any]:
     executor = REPLExecutor()
     executor.execute("1", {})
     first_total = (time.perf_counter() - t0) * 1000
+    first_ready = (timer.ensure_end[0] - t0) * 1000
     executor.close()
     (first_ensure,), (first_start,) = timer.take()
 
@@ -173,6 +184,7 @@ def child_sessions(sessions: int, threads: int) -> dict[str, Any]:
     timer.take()
     spawn.shutdown()
     return {
+        "first_ready": first_ready,
         "first_ensure": first_ensure,
         "first_start": first_start,
         "first_total": first_total,
@@ -181,6 +193,24 @@ def child_sessions(sessions: int, threads: int) -> dict[str, Any]:
         "direct_start": direct,
         "concurrent": concurrent,
     }
+
+
+def child_ahead(lead_ms: float) -> dict[str, float]:
+    """Row 1's first worker as ``RLM`` meets it: the executor is made when a run starts, and a
+    model call (here a sleep of ``lead_ms``) comes before the first step."""
+    import litellm  # noqa: F401
+
+    from rlm_compat.repl import REPLExecutor
+
+    timer = _StartTimer()
+    executor = REPLExecutor()
+    time.sleep(lead_ms / 1000)
+    t0 = time.perf_counter()
+    executor.execute("1", {})
+    total = (time.perf_counter() - t0) * 1000
+    executor.close()
+    (wait,), _ = timer.take()
+    return {"wait": wait, "total": total}
 
 
 def _text(chars: int) -> str:
@@ -206,28 +236,63 @@ def _worker_cpu_ns(executor: Any) -> int:
         return int(f.read().split()[0])
 
 
-def _cpu_per_step(
-    runs: dict[str, tuple[Any, dict[str, Any]]], code: str, total: int, batch: int
-) -> dict[str, dict[str, float]]:
-    """CPU time per step, parent thread plus worker, in rotating batches (microseconds).
+def _placements() -> list[tuple[str, int, int]]:
+    """``(label, parent CPU, worker CPU)`` for row 4: the workers on the parent's CPU, then on
+    another one. Where affinity cannot be set (or there is one CPU), one unpinned placement."""
+    if not hasattr(os, "sched_setaffinity"):
+        return [("unpinned", -1, -1)]
+    cpus = sorted(os.sched_getaffinity(0))
+    if len(cpus) < 2:
+        return [("unpinned", -1, -1)]
+    return [("same CPU", cpus[0], cpus[0]), ("other CPU", cpus[0], cpus[1])]
 
-    What a step costs the machine, unlike wall time not moved by the scheduler: with two
-    processes and a few context switches per ~0.1 ms step, the wall-time medians of two sessions
-    on this shared 2-CPU VM swing 0.4-2x against each other from one trial to the next. Per
-    session: the median over batches, and the floor (the cheapest batch; interference from
-    other work only ever adds to a batch, so the floor is the step's own cost, as timeit's min).
+
+def _pin(pid: int, cpu: int) -> None:
+    if cpu >= 0:
+        os.sched_setaffinity(pid, {cpu})
+
+
+def _placed_steps(
+    runs: dict[str, tuple[Any, dict[str, Any]]], code: str, total: int, batch: int, cpus: tuple[int, int]
+) -> dict[str, dict[str, Any]]:
+    """Wall time per step and CPU time per step (parent thread + worker), in rotating batches.
+
+    Every session in the same placement: the parent thread on ``cpus[0]``, every worker on
+    ``cpus[1]``. Which CPU a worker shares with its parent decides a step's cost on this VM more
+    than anything the step does (a wake-up of a process on another virtual CPU is an
+    inter-processor interrupt through the hypervisor: ~35 us more CPU per round trip, see
+    docs/performance.md), and the scheduler places each worker by its history — a worker that
+    just received 100 MB while the parent was still sending tends to stay on the other CPU. Left
+    unpinned, two sessions compare placements, not steps.
+
+    Per session: every step's wall time, and the CPU time of each batch as median and floor (the
+    cheapest batch; interference from other work only ever adds to a batch, as timeit's min).
     """
-    per_batch: dict[str, list[float]] = {name: [] for name in runs}
-    names = list(runs)
-    for i in range(max(1, total // batch)):
-        for name in names[i % len(names) :] + names[: i % len(names)]:
-            executor, env = runs[name]
-            worker0, parent0 = _worker_cpu_ns(executor), time.thread_time_ns()
-            for _ in range(batch):
-                executor.execute(code, env)
-            spent = time.thread_time_ns() - parent0 + _worker_cpu_ns(executor) - worker0
-            per_batch[name].append(spent / batch / 1000)
-    return {name: {"median": statistics.median(v), "floor": min(v)} for name, v in per_batch.items()}
+    parent_cpu, worker_cpu = cpus
+    before = os.sched_getaffinity(0) if parent_cpu >= 0 else set()
+    _pin(0, parent_cpu)
+    for executor, _ in runs.values():
+        _pin(executor._runner.worker_pid, worker_cpu)
+    try:
+        for executor, env in runs.values():
+            _step_samples(executor, env, code, batch)  # warm-up on the new CPU
+        wall: dict[str, list[float]] = {name: [] for name in runs}
+        cpu: dict[str, list[float]] = {name: [] for name in runs}
+        names = list(runs)
+        for i in range(max(1, total // batch)):
+            for name in names[i % len(names) :] + names[: i % len(names)]:
+                executor, env = runs[name]
+                worker0, parent0 = _worker_cpu_ns(executor), time.thread_time_ns()
+                wall[name].extend(_step_samples(executor, env, code, batch))
+                spent = time.thread_time_ns() - parent0 + _worker_cpu_ns(executor) - worker0
+                cpu[name].append(spent / batch / 1000)
+    finally:
+        if before:
+            os.sched_setaffinity(0, before)
+    return {
+        name: {"wall": wall[name], "cpu_median": statistics.median(cpu[name]), "cpu_floor": min(cpu[name])}
+        for name in runs
+    }
 
 
 def _interleaved(
@@ -286,13 +351,12 @@ def child_steps(steps: int, big_mb: int, sessions: int, big_steps: int) -> dict[
         runs = {"1MB": (e_small, {"context": small}), "big": (e_big, {"context": big})}
         for executor, env in runs.values():
             executor.execute(code, env)
-        steady.update(_interleaved(runs, code, big_steps, 50, 20))
-        cpu = _cpu_per_step(runs, code, big_steps * 2, 50)
+        placed = {label: _placed_steps(runs, code, big_steps, 50, (p, w)) for label, p, w in _placements()}
     with REPLExecutor(isolation="process", timeout=120) as e_list:
         env = {"context": as_list}
         e_list.execute(code, env)
         steady["list"] = _step_samples(e_list, env, code, max(5, big_steps // 50))
-    return {"trivial": trivial, "first": first, "steady": steady, "cpu": cpu}
+    return {"trivial": trivial, "first": first, "steady": steady, "placed": placed}
 
 
 def _run_child(args: list[str]) -> dict[str, Any]:
@@ -355,6 +419,7 @@ def build_rows(
     sessions: list[dict[str, Any]],
     steps: dict[str, Any],
     imports: list[tuple[float, bool]],
+    ahead: list[dict[str, float]],
     args: argparse.Namespace,
 ) -> list[Row]:
     med: Callable[[str], float] = lambda key: statistics.median(s[key] for s in sessions)  # noqa: E731
@@ -365,7 +430,22 @@ def build_rows(
     rows: list[Row] = []
     runs = f"median of {len(sessions)} fresh processes"
     rows.append(
-        _row(f"1. first worker start, litellm in __main__ ({runs})", med("first_ensure"), "ms", 100, "{:.1f}")
+        _row(
+            f"1. first worker: REPLExecutor() to its ready, litellm in __main__ ({runs})",
+            med("first_ready"),
+            "ms",
+            100,
+            "{:.1f}",
+        )
+    )
+    rows.append(
+        _row(
+            "1. first worker: the first step's wait for it (the fork server starts with the executor)",
+            med("first_ensure"),
+            "ms",
+            None,
+            "{:.1f}",
+        )
     )
     rows.append(
         _row(
@@ -380,6 +460,16 @@ def build_rows(
         _row(
             "1. first session end to end: REPLExecutor() + execute('1', {})",
             med("first_total"),
+            "ms",
+            None,
+            "{:.1f}",
+        )
+    )
+    lead = f"{args.lead_ms:g} ms"
+    rows.append(
+        _row(
+            f"1. first step's wait for its worker, executor made {lead} before (RLM: a model call first)",
+            statistics.median(a["wait"] for a in ahead),
             "ms",
             None,
             "{:.1f}",
@@ -420,56 +510,38 @@ def build_rows(
     rows.append(_row("3. trivial step ratio process / inline", proc / inline, "x", None, "{:.1f}"))
     first, steady = steps["first"], steps["steady"]
     big = f"{args.big_mb} MB"
-    small_p50, big_p50 = statistics.median(steady["1MB"]), statistics.median(steady["big"])
-    rows.append(
-        _row(
-            f"4. `n = len(context)` p50, 1 MB str ({len(steady['1MB'])} steps)",
-            small_p50,
-            "ms",
-            None,
-            "{:.3f}",
+    for placement, per in steps["placed"].items():
+        where = f"4. `n = len(context)`, workers on {placement}"
+        if placement == "unpinned":
+            where = "4. `n = len(context)`, unpinned"
+        small, large = per["1MB"], per["big"]
+        small_p50, big_p50 = statistics.median(small["wall"]), statistics.median(large["wall"])
+        rows.append(
+            (
+                f"{where}: wall p50, 1 MB / {big} str ({len(small['wall'])} steps each)",
+                f"{small_p50:.3f} / {big_p50:.3f} ms",
+                "",
+                "",
+            )
         )
-    )
-    rows.append(
-        _row(
-            f"4. `n = len(context)` p50, {big} str ({len(steady['big'])} steps)",
-            big_p50,
-            "ms",
-            None,
-            "{:.3f}",
-        )
-    )
-    rows.append(
-        _row(f"4. wall ratio {big} / 1 MB (scheduler-bound, see docs)", big_p50 / small_p50, "x", None)
-    )
-    cpu = steps["cpu"]
-    for stat in ("median", "floor"):
+        rows.append(_row(f"{where}: wall ratio {big} / 1 MB", big_p50 / small_p50, "x", 1.2))
         for name, label in (("1MB", "1 MB"), ("big", big)):
             rows.append(
-                _row(
-                    f"4. CPU per step (parent + worker), {label} str, {stat} of batches",
-                    cpu[name][stat],
-                    "us",
-                    None,
-                    "{:.1f}",
+                (
+                    f"{where}: CPU per step, {label} str, median / floor of batches",
+                    f"{per[name]['cpu_median']:.1f} / {per[name]['cpu_floor']:.1f} us",
+                    "",
+                    "",
                 )
             )
-    rows.append(
-        _row(
-            f"4. CPU ratio {big} / 1 MB, medians (interference included)",
-            cpu["big"]["median"] / cpu["1MB"]["median"],
-            "x",
-            None,
+        rows.append(
+            _row(
+                f"{where}: CPU ratio {big} / 1 MB, floors",
+                large["cpu_floor"] / small["cpu_floor"],
+                "x",
+                1.2,
+            )
         )
-    )
-    rows.append(
-        _row(
-            f"4. CPU ratio {big} / 1 MB, floors (the step's own cost)",
-            cpu["big"]["floor"] / cpu["1MB"]["floor"],
-            "x",
-            1.2,
-        )
-    )
     rows.append(
         _row(
             f"4. first step (context crosses), 1 MB str, median of {len(first['1MB'])}",
@@ -549,7 +621,8 @@ def main() -> None:
     parser.add_argument("--threads", type=int, help="concurrent sessions (default 64)")
     parser.add_argument("--big-mb", type=int, default=100, help="size of the big context")
     parser.add_argument("--import-runs", type=int, help="fresh interpreters for row 6 (default 10)")
-    parser.add_argument("--child", choices=("sessions", "steps"), help=argparse.SUPPRESS)
+    parser.add_argument("--lead-ms", type=float, default=200, help="model call before a first step")
+    parser.add_argument("--child", choices=("sessions", "steps", "ahead"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     quick = args.quick
     defaults = {
@@ -566,6 +639,9 @@ def main() -> None:
     if args.child == "sessions":
         print(json.dumps(child_sessions(args.sessions, args.threads)))
         return
+    if args.child == "ahead":
+        print(json.dumps(child_ahead(args.lead_ms)))
+        return
     if args.child == "steps":
         print(json.dumps(child_steps(args.steps, args.big_mb, 1 if quick else 3, args.big_steps)))
         return
@@ -573,6 +649,7 @@ def main() -> None:
     load_before = os.getloadavg()
     common = ["--sessions", str(args.sessions), "--threads", str(args.threads)]
     sessions = [_run_child(["--child", "sessions", *common]) for _ in range(args.runs)]
+    ahead = [_run_child(["--child", "ahead", "--lead-ms", str(args.lead_ms)]) for _ in range(args.runs)]
     steps = _run_child(
         [
             "--child",
@@ -594,7 +671,7 @@ def main() -> None:
         f"{' '.join(f'{x:.2f}' for x in load_before)} before, "
         f"{' '.join(f'{x:.2f}' for x in load_after)} after{'; --quick' if quick else ''}"
     )
-    print(_table(build_rows(sessions, steps, imports, args)))
+    print(_table(build_rows(sessions, steps, imports, ahead, args)))
 
 
 if __name__ == "__main__":

@@ -422,3 +422,20 @@ def test_an_executor_collected_during_a_fork_server_request_does_not_deadlock(
     while os.path.exists(f"/proc/{pid}") and time.monotonic() < deadline:
         time.sleep(0.02)
     assert not os.path.exists(f"/proc/{pid}")
+
+
+def test_a_dropped_executor_is_reaped_without_another_start() -> None:
+    """Its worker is killed and its private directory removed soon after the drop, by the
+    reaper thread, not only when the next worker starts."""
+    dropped = REPLExecutor()
+    dropped.execute("n = 1", {})
+    dropped.cycle = dropped  # type: ignore[attr-defined]  # freed by the cyclic collector
+    handle = dropped._runner._worker[0]  # type: ignore[attr-defined]
+    pid, workdir = handle.pid, handle.workdir
+    del dropped, handle
+    gc.collect()
+    deadline = time.monotonic() + 20
+    while (os.path.exists(f"/proc/{pid}") or os.path.exists(workdir)) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert not os.path.exists(f"/proc/{pid}"), "the dropped worker (or its zombie) is still there"
+    assert not os.path.exists(workdir), "the dropped worker's directory is still there"

@@ -6,6 +6,7 @@ import os
 import re
 import signal
 import time
+from typing import Any
 
 import pytest
 
@@ -162,3 +163,14 @@ def test_a_host_value_the_worker_cannot_load_is_named() -> None:
     with REPLExecutor(isolation="process") as ex:
         out = ex.execute("print('ran')", {"thing": Local()})
     assert out.startswith("ran") and "variable 'thing' could not be passed" in out
+
+
+def test_a_rebinding_that_reuses_the_old_objects_address_still_comes_back() -> None:
+    """The old value freed, the new one of the same size may land at its address (same ``id``):
+    the worker must still see a new value, not an unchanged one (the parent kept the old)."""
+    with REPLExecutor(isolation="process") as ex:
+        env: dict[str, Any] = {}
+        ex.execute('x = "a" * 100000\ny = 12345678901', env)
+        ex.execute('x = None\nx = "b" * 100000\ny = None\ny = 12345678902', env)
+        assert env["x"] == "b" * 100000 and env["y"] == 12345678902
+        assert ex.execute("print(x[:3], y)", env) == "bbb 12345678902"

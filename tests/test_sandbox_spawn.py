@@ -103,6 +103,7 @@ def test_ping_identity_and_descriptors(
     assert info["stdio"] == ["/dev/null"] * 3
     assert info["fds"][:4] == [0, 1, 2, 3] and len(info["fds"]) <= 5  # + the listing's own fd
     assert "litellm" not in info["modules"] and "__main__" in info["modules"]
+    assert info["dont_write_bytecode"] is True  # a file-size limit would truncate a .pyc it wrote
     assert handle.alive()
 
 
@@ -191,7 +192,8 @@ def test_a_failing_entry_only_closes_the_channel(
 def test_a_dropped_handle_is_killed_at_the_next_start(method: str) -> None:
     handle = spawn.start_worker(Limits(), method, ENTRY)
     pid = handle.pid
-    assert _running(pid)
+    # "spawn": Popen returns once the exec began; its command line is readable a moment later
+    assert _eventually(lambda: _running(pid))
     fd = handle.sock.detach()  # keep the channel open: the worker would not leave by itself
     del handle
     gc.collect()

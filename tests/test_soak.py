@@ -2,7 +2,8 @@
 
 Half the kills are timeouts of a single long C call (the parent kills the worker), half are an
 outside SIGKILL between steps (the next step finds the worker gone). Every session checks its own
-state as it goes: plain data survives each kill, the function defined before it is named lost.
+state as it goes: plain data survives each kill, the function defined before it is named lost,
+the 1 MB context (a memory file, see rlm_compat/sandbox/mapped.py) reaches every new worker.
 Afterwards, with the executors closed (half explicitly, half by being dropped and reaped at the
 next start, as documented for dropped workers): no worker process of ours is left under the fork
 server, the parent holds no more descriptors, the private temporary
@@ -45,7 +46,9 @@ pymalloc arenas and malloc'd pickle buffers not handed back to the OS), a few MB
 of one pickled message or output per step would be tens of MB."""
 FD_SLACK = 3
 
-STEP = "def keep():\n    return n\nn += 1\nlog.append(n)\nprint(keep())"
+STEP = "def keep():\n    return n\nn += 1\nlog.append(n)\nsize = len(context)\nprint(keep())"
+CONTEXT = "c" * (1 << 20)
+"""Big enough to cross as a memory file: sent again to every replacement worker."""
 LOST = re.compile(r"no longer defined: keep\b")
 
 
@@ -88,7 +91,7 @@ def _dead(handle: Any) -> bool:
 def _session(index: int, *, close: bool) -> tuple[int, int]:
     """One session's 50 steps with 5 kills; returns (steps, kills)."""
     ex = REPLExecutor(timeout=TIMEOUT)
-    env: dict[str, Any] = {}
+    env: dict[str, Any] = {"context": CONTEXT}
     assert ex.execute("n = 0\nlog = []", env) == "Code executed successfully (no output)"
     steps, kills, n = 1, 0, 0
     for position in range(1, STEPS_PER_SESSION):
@@ -121,7 +124,7 @@ def _session(index: int, *, close: bool) -> tuple[int, int]:
         lines = out.splitlines()
         assert lines[-1] == str(n), out
         assert bool(LOST.search(out)) == notice and ("had stopped" in out) == notice, out
-        assert env["n"] == n and env["log"] == list(range(1, n + 1))
+        assert env["n"] == n and env["log"] == list(range(1, n + 1)) and env["size"] == len(CONTEXT)
     if close:
         ex.close()
     return steps, kills

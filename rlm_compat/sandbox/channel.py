@@ -10,14 +10,16 @@ stays in the worker.
 
 from __future__ import annotations
 
+import array
 import builtins
 import io
+import os
 import pickle
 import select
 import socket
 import struct
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 __all__ = [
@@ -32,8 +34,10 @@ __all__ = [
     "short_repr",
 ]
 
-PROTOCOL = 1
+PROTOCOL = 2
 _HEADER = struct.Struct("!Q")
+_JOIN_BELOW = 1 << 16
+_FD_SIZE = array.array("i").itemsize
 
 
 class ChannelClosed(EOFError):
@@ -178,26 +182,55 @@ class Channel:
     anything is read.
     """
 
-    def __init__(self, sock: socket.socket, *, trusted: bool, max_incoming: int | None = None) -> None:
+    def __init__(
+        self,
+        sock: socket.socket,
+        *,
+        trusted: bool,
+        max_incoming: int | None = None,
+        max_fds: int = 0,
+    ) -> None:
         self.sock = sock
         self._trusted = trusted
         self._max = max_incoming
+        self._max_fds = max_fds
+        self._fds: list[int] = []
 
-    def send(self, message: dict[str, Any]) -> None:
-        """Write one message (blocking)."""
+    def send(self, message: dict[str, Any], fds: Sequence[int] = ()) -> None:
+        """Write one message (blocking); ``fds`` travel with its first byte (``SCM_RIGHTS``)."""
         data = pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL)
-        self.sock.sendall(_HEADER.pack(len(data)) + data)
+        header = _HEADER.pack(len(data))
+        if fds:
+            sent = socket.send_fds(self.sock, [header], list(fds))
+            self.sock.sendall(header[sent:])
+            self.sock.sendall(data)
+        elif len(data) > _JOIN_BELOW:
+            self.sock.sendall(header)  # a big message is not copied once more to join the two
+            self.sock.sendall(data)
+        else:
+            self.sock.sendall(header + data)
 
     def recv(self, deadline: float | None = None) -> dict[str, Any]:
-        """Read one message; ``deadline`` is a ``time.monotonic()`` value or None (wait forever)."""
-        header = self._read(_HEADER.size, deadline)
-        (size,) = _HEADER.unpack(header)
-        if self._max is not None and size > self._max:
-            raise MessageTooLarge(size, self._max)
-        data = self._read(size, deadline)
-        message = pickle.loads(data) if self._trusted else safe_loads(data)
-        if not isinstance(message, dict) or "op" not in message:
-            raise ChannelClosed("malformed message")
+        """Read one message; ``deadline`` is a ``time.monotonic()`` value or None (wait forever).
+
+        A channel made with ``max_fds`` puts the descriptors that came with the message in its
+        ``"fds"`` entry (the caller closes them); any other channel never takes one (the kernel
+        closes descriptors a reader does not ask for).
+        """
+        try:
+            header = self._read(_HEADER.size, deadline)
+            (size,) = _HEADER.unpack(header)
+            if self._max is not None and size > self._max:
+                raise MessageTooLarge(size, self._max)
+            data = self._read(size, deadline)
+            message = pickle.loads(data) if self._trusted else safe_loads(data)
+            if not isinstance(message, dict) or "op" not in message:
+                raise ChannelClosed("malformed message")
+        except BaseException:
+            _close_all(self._fds)
+            raise
+        if self._fds:
+            message["fds"], self._fds = self._fds, []
         return message
 
     def closed_by_peer(self) -> bool:
@@ -219,10 +252,32 @@ class Channel:
                 if left <= 0 or not select.select([self.sock], [], [], left)[0]:
                     raise ChannelTimeout("no reply before the deadline")
             try:
-                n = self.sock.recv_into(view[got:], size - got)
+                if self._max_fds:
+                    n = self._recv_with_fds(view[got:])
+                else:
+                    n = self.sock.recv_into(view[got:], size - got)
             except (ConnectionError, OSError) as exc:
                 raise ChannelClosed(str(exc)) from None
             if n == 0:
                 raise ChannelClosed("channel closed")
             got += n
         return bytes(buffer)
+
+    def _recv_with_fds(self, view: memoryview) -> int:
+        space = socket.CMSG_SPACE(self._max_fds * _FD_SIZE)
+        n, ancillary, flags, _ = self.sock.recvmsg_into([view], space)
+        for level, kind, data in ancillary:
+            if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
+                usable = len(data) - len(data) % _FD_SIZE
+                self._fds.extend(array.array("i", data[:usable]))
+        if flags & socket.MSG_CTRUNC:
+            raise ChannelClosed(f"more than {self._max_fds} descriptors came with one message")
+        return int(n)
+
+
+def _close_all(fds: list[int]) -> None:
+    while fds:
+        try:
+            os.close(fds.pop())
+        except OSError:
+            pass

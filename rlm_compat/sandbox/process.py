@@ -8,14 +8,16 @@ of the host. The worker runs the same :class:`~.inline.InlineRunner` with the sa
 :class:`~.texts.Texts`, so an ordinary timeout or error reads exactly as inline.
 
 How the session is kept: the worker holds the namespace. Before each step the parent sends the
-``env`` entries that changed since the last step (pickled; modules by name; host functions by
-name); after it, the worker sends back each changed variable, and ``env`` gets those it can take
-as plain data (:func:`~.channel.safe_loads`: the parent never unpickles anything else a worker
-sends). The rest (functions, classes, instances of them, other objects) stays in the worker and
-appears in ``env`` as a :class:`WorkerObject`. Only host functions (:class:`~.hostcall.HostCall`,
-or plain callables the host itself put in ``env`` that cannot be pickled) call back into the
-parent; nothing that came from the worker ever runs here. When a worker is killed, its
-WorkerObjects are lost: the step's error says which, and they leave ``env``.
+``env`` entries that changed since the last step (pickled; a big ``str`` or ``bytes``, such as
+the context, as a sealed memory file, see :mod:`.mapped`; modules by name; host functions by
+name), so a context crosses once per session, never per step. After it, the worker sends back
+each changed variable, and ``env`` gets those it can take as plain data
+(:func:`~.channel.safe_loads`: the parent never unpickles anything else a worker sends). The
+rest (functions, classes, instances of them, other objects) stays in the worker and appears in
+``env`` as a :class:`WorkerObject`. Only host functions (:class:`~.hostcall.HostCall`, or plain
+callables the host itself put in ``env`` that cannot be pickled) call back into the parent;
+nothing that came from the worker ever runs here. When a worker is killed, its WorkerObjects
+are lost: the step's error says which, and they leave ``env``.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from typing import TYPE_CHECKING, Any
 
 from .. import errors as _errors
 from ..errors import FinalVarMissingError, REPLError, REPLTimeoutError
+from . import mapped
 from .channel import PROTOCOL, Channel, ChannelClosed, ChannelTimeout, MessageTooLarge, safe_loads
 from .hostcall import HostCall, sanitized
 from .texts import Texts
@@ -94,6 +97,7 @@ class ProcessRunner:
         self._held: set[str] = set()
         self._lock = threading.Lock()
         weakref.finalize(self, _abandon, self._worker)
+        _prewarm(config.start_method or "forkserver")
 
     # --- lifecycle --------------------------------------------------------------------------
 
@@ -175,17 +179,23 @@ class ProcessRunner:
     def _round_trip(self, env: dict[str, Any], timeout: float | None, **request: Any) -> str:
         """Sync ``env``, send ``request``, serve host calls, take the changes back."""
         channel = self._ensure()
-        message = {**self._sync(env), **request}
+        fds: list[int] = []
         try:
-            reply = self._serve(channel, env, message, timeout)
+            message = {**self._sync(env, fds), **request}
+            reply = self._serve(channel, env, message, fds, timeout)
         except _WorkerDied as died:
             text = died.text + self._lost(env)
             self._drop()
             raise died.error_type(text) from None
+        finally:
+            mapped.close_all(fds)
         return self._finish(reply, env)
 
-    def _sync(self, env: dict[str, Any]) -> dict[str, Any]:
+    def _sync(self, env: dict[str, Any], fds: list[int]) -> dict[str, Any]:
+        """The step message's account of what changed in ``env``; the descriptors of the values
+        that go as memory files are appended to ``fds`` (the caller closes them)."""
         values: dict[str, bytes] = {}
+        big: dict[str, tuple[str, int]] = {}
         modules: dict[str, str] = {}
         hosts: dict[str, str] = {}
         self._unsent = {}
@@ -200,7 +210,7 @@ class ProcessRunner:
                 hosts[key] = value.kind
             elif callable(value) and not isinstance(value, type):
                 hosts[key] = "call"  # a function the host put in env: it runs here
-            else:
+            elif not self._map(key, value, big, fds):
                 try:
                     values[key] = pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
                 except Exception as exc:
@@ -212,20 +222,46 @@ class ProcessRunner:
         for key in removed:
             del self._sent[key]
             self._hosts.discard(key)
-        return {"values": values, "modules": modules, "hosts": hosts, "removed": removed}
+        return {"values": values, "mapped": big, "modules": modules, "hosts": hosts, "removed": removed}
+
+    @staticmethod
+    def _map(key: str, value: Any, big: dict[str, tuple[str, int]], fds: list[int]) -> bool:
+        """Put a big ``str`` / ``bytes`` in a memory file for this step; False: pickle it instead."""
+        if not (
+            type(value) in (str, bytes)
+            and len(value) >= mapped.MAPPED_MIN
+            and len(fds) < mapped.MAX_MAPPED
+            and mapped.available()
+        ):
+            return False
+        try:
+            fd, kind, size = mapped.write(value)
+        except OSError:  # no memory file to be had (descriptors, memory): in-band as before
+            return False
+        fds.append(fd)
+        big[key] = (kind, size)
+        return True
 
     def _serve(
-        self, channel: Channel, env: dict[str, Any], request: dict[str, Any], timeout: float | None
+        self,
+        channel: Channel,
+        env: dict[str, Any],
+        request: dict[str, Any],
+        fds: list[int],
+        timeout: float | None,
     ) -> dict[str, Any]:
         """Send the step, answer host calls until it is done; kill the worker when time is up.
 
         The worker may die between the liveness check and the send (a kill from outside): a
-        broken pipe then reads like any other death.
+        broken pipe then reads like any other death. The memory files are closed here as soon
+        as they are sent (the message holds them until the worker takes them).
         """
         try:
-            channel.send(request)
+            channel.send(request, fds)
         except OSError as exc:
             raise _WorkerDied(self._texts.crashed(self._death(exc))) from None
+        finally:
+            mapped.close_all(fds)
         limit = self.config.timeout
         budget = limit + KILL_GRACE
         if timeout is not None and timeout < limit:
@@ -281,10 +317,19 @@ class ProcessRunner:
         return {"op": "return", "value": result}
 
     def _finish(self, reply: dict[str, Any], env: dict[str, Any]) -> str:
+        aliased = {key: self._sent.get(origin) for key, origin in reply.get("aliases", {}).items()}
         for key in reply["removed"]:
             env.pop(key, None)
             self._sent.pop(key, None)
             self._held.discard(key)
+        for key, value in aliased.items():  # the host's own text, bound to one more name
+            if type(value) not in (str, bytes):
+                value = WorkerObject(key, "str")  # no such text was sent: say nothing more
+                self._held.add(key)
+            else:
+                self._held.discard(key)
+            env[key] = value
+            self._sent[key] = value
         for key, (type_name, kept, data) in reply["values"].items():
             try:
                 value = safe_loads(data, functools.partial(WorkerObject, key))
@@ -327,6 +372,22 @@ class ProcessRunner:
         return self._texts.lost_variables(lost)
 
 
+def _prewarm(start_method: str) -> None:
+    """Start this process's fork server now, in the background, if it is not running yet.
+
+    A runner is made before its first step: ``RLM`` makes one when it starts a run, before its
+    first model call, so the fork server's ~50 ms start (a fresh interpreter importing the
+    sandbox) overlaps that call instead of delaying the first step. Any failure here is left for
+    the first step to report.
+    """
+    from .spawn import prewarm
+
+    try:
+        prewarm(start_method)
+    except (OSError, _errors.ConfigurationError):
+        pass
+
+
 def _release(box: list[Any]) -> None:
     handle, box[0] = box[0], None
     if handle is not None:
@@ -339,7 +400,7 @@ def _abandon(box: list[Any]) -> None:
     This can run inside any allocation, in any thread, through the cyclic garbage collector,
     even while that thread holds the fork server's lock mid-request; so it must not wait for
     the fork server. A worker leaves by itself when its channel closes, and the dropped
-    handle queues its own reaping for the next start_worker or shutdown.
+    handle hands its reaping (the kill, the directory) to the reaper thread of :mod:`.spawn`.
     """
     handle, box[0] = box[0], None
     if handle is not None:

@@ -25,6 +25,7 @@ import collections
 import itertools
 import json
 import os
+import queue
 import shutil
 import signal
 import socket
@@ -66,8 +67,9 @@ class WorkerStartError(OSError):
 
 
 DEFAULT_ENTRY = "rlm_compat.sandbox.worker:serve"
-DEFAULT_PRELOAD: tuple[str, ...] = ("rlm_compat.sandbox.worker", "rlm_compat.sandbox.spawn")
-"""What the fork server imports before forking (a missing module is skipped)."""
+DEFAULT_PRELOAD: tuple[str, ...] = ("rlm_compat.sandbox.worker",)
+"""What the fork server imports before forking (a missing module is skipped); the module of the
+entry a fork server is first started for is added (see :func:`start_worker`)."""
 _PASSED_ENV = ("LITELLM_LOCAL_MODEL_COST_MAP",)
 
 
@@ -128,6 +130,8 @@ class _State:
         self.zygote: ZygoteClient | None = None
         self.handles: weakref.WeakSet[WorkerHandle] = weakref.WeakSet()
         self.orphans: collections.deque[Callable[[], None]] = collections.deque()
+        self.wake: queue.SimpleQueue[None] = queue.SimpleQueue()
+        self.reaper: threading.Thread | None = None
         self.counter = itertools.count()
         self.registered = False
 
@@ -155,6 +159,17 @@ class _State:
                 self.zygote = ZygoteClient(_environment(root), preload)
             return self.zygote
 
+    def ensure_reaper(self) -> None:
+        """The thread that reaps dropped workers soon after they are dropped (started here, in
+        an ordinary call, because a finalizer must not start threads or take locks)."""
+        if self.reaper is None:
+            with self.lock:
+                if self.reaper is None:
+                    self.reaper = threading.Thread(
+                        target=_reap_dropped, args=(self,), name="rlm-compat-reaper", daemon=True
+                    )
+                    self.reaper.start()
+
     def drain_orphans(self) -> None:
         while True:
             try:
@@ -162,6 +177,29 @@ class _State:
             except IndexError:
                 return
             reap()
+
+
+def _reap_dropped(state: _State) -> None:
+    while True:
+        state.wake.get()
+        try:
+            state.drain_orphans()
+        except Exception:  # what a failed reap leaves, shutdown() removes with the root
+            pass
+
+
+def _orphaned(
+    orphans: collections.deque[Callable[[], None]], wake: queue.SimpleQueue[None], reap: Callable[[], None]
+) -> None:
+    """A handle's finalizer: queue its reaping and wake the reaper thread.
+
+    It may run inside any allocation, in any thread, through the cyclic garbage collector, even
+    while that thread holds the fork server's lock mid-request: so it only appends and signals
+    (``deque.append`` and ``SimpleQueue.put`` take none of our locks); the kill, which asks the
+    fork server, and the directory's removal happen on the reaper thread.
+    """
+    orphans.append(reap)
+    wake.put(None)
 
 
 _state = _State()
@@ -181,7 +219,8 @@ class WorkerHandle:
 
     Killing is race-free: a forked worker is signalled and reaped only by its fork server, a
     spawned one only through its Popen while unreaped, so a reused pid is never hit. A handle
-    dropped without :meth:`close` is killed at the next :func:`start_worker` or
+    dropped without :meth:`close` is killed, and its directory removed, by a reaper thread soon
+    after (see :func:`_orphaned`), at the latest by the next :func:`start_worker` or
     :func:`shutdown` (the dropped socket also tells a well-behaved worker to exit).
     """
 
@@ -204,8 +243,10 @@ class WorkerHandle:
         self._process = process
         self._lock = threading.Lock()
         self._reaped = False
-        orphans = _state.orphans
-        self._finalizer = weakref.finalize(self, orphans.append, lambda: _reap(zygote, process, pid, workdir))
+        state = _state
+        self._finalizer = weakref.finalize(
+            self, _orphaned, state.orphans, state.wake, lambda: _reap(zygote, process, pid, workdir)
+        )
 
     def __repr__(self) -> str:
         how = "spawned" if self._process is not None else "forked"
@@ -286,6 +327,7 @@ def start_worker(limits: Limits, start_method: str, entry: str = DEFAULT_ENTRY) 
     """Start one worker running ``entry(channel)``; returns as soon as the process exists."""
     _check_method(start_method)
     state = _state
+    state.ensure_reaper()
     state.drain_orphans()
     workdir = state.new_workdir()
     parent_end, child_end = socket.socketpair()
@@ -399,6 +441,7 @@ def _describe() -> dict[str, Any]:
         "fds": fds,
         "stdio": [os.path.realpath(f"{fd_dir}/{n}") for n in (0, 1, 2)],
         "modules": sorted(sys.modules),
+        "dont_write_bytecode": sys.dont_write_bytecode,
     }
 
 

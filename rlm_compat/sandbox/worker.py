@@ -15,7 +15,6 @@ instance of one) stays here as an opaque entry instead of failing the step.
 
 from __future__ import annotations
 
-import hashlib
 import importlib
 import operator
 import os
@@ -23,11 +22,18 @@ import pickle
 import socket
 from typing import Any
 
+try:  # hashlib would load OpenSSL too: ~2 ms of the fork server's start, for one hash
+    from _blake2 import blake2b
+except ImportError:  # pragma: no cover - CPython builds without it
+    from hashlib import blake2b
+
 from . import rlimits
 from .channel import PROTOCOL, Channel, dumps_plain
 from .deadline import host_code
 from .hostcall import host_call
 from .inline import InlineRunner
+from .mapped import MAX_MAPPED, close_all
+from .mapped import read as mapped_read
 from .modules import proxy_for_module
 from .texts import Texts
 
@@ -35,6 +41,9 @@ __all__ = ["serve"]
 
 _ATOMIC = (str, bytes, int, float, bool, type(None), complex)
 """Values whose unchanged identity means an unchanged value (nothing inside can change)."""
+_UNSEEN = object()
+_ALIAS_MIN = 1 << 16
+"""Host-sent text at least this long comes back by name when the code binds it to another name."""
 _PARENTS = b"parent"
 """Digest of the parent's own entries (modules, host functions): never reported back while kept."""
 _MIN_STEP_ROOM = 32 << 20
@@ -70,8 +79,11 @@ class _Session:
         self.channel = channel
         self.runner = runner
         self.ns: dict[str, Any] = {}
-        self.known: dict[str, tuple[int, object]] = {}
-        self.received = 0
+        # per variable: the object the parent last saw (held, so its id cannot be reused by a
+        # new value while we compare against it) and what it is compared by
+        self.known: dict[str, tuple[object, object]] = {}
+        self.from_host: dict[str, str | bytes] = {}  # big text the host sent, by variable
+        self.sizes: dict[str, int] = {}  # the size of each value the host sent, as last sent
         self.base_vm = rlimits.current_address_space()
         self.as_limit: int | None = None
         self.cpu_limit: int | None = None
@@ -82,11 +94,15 @@ class _Session:
         for key in message["removed"]:
             ns.pop(key, None)
             self.known.pop(key, None)
-        failed: dict[str, str] = {}
+            self.sizes.pop(key, None)
+            self.from_host.pop(key, None)
+        mapped: dict[str, tuple[str, int]] = message.get("mapped", {})
         payloads = message.pop("values")  # dropped as soon as loaded: a big context is not kept twice
+        self._make_room(sum(map(len, payloads.values())) + sum(size for _, size in mapped.values()))
+        failed = self._load_mapped(mapped, message.pop("fds", []))
         for key in list(payloads):
             data = payloads.pop(key)
-            self.received += len(data)
+            self.sizes[key] = len(data)
             try:
                 ns[key] = pickle.loads(data)
             except Exception as exc:  # e.g. a class only the parent's __main__ defines
@@ -95,22 +111,78 @@ class _Session:
                 continue
             value = ns[key]
             # the fingerprint changes() would compute, so an unchanged value is never sent back
-            self.known[key] = (id(value), _fingerprint(value))
+            self.known[key] = (value, _fingerprint(value))
+            self._note_from_host(key, value)
         for key, name in message["modules"].items():
             ns[key] = proxy_for_module(importlib.import_module(name))
-            self.known[key] = (id(ns[key]), _PARENTS)
+            self.known[key] = (ns[key], _PARENTS)
         for key, kind in message["hosts"].items():
             ns[key] = host_call(_Remote(key, self.channel), kind)
-            self.known[key] = (id(ns[key]), _PARENTS)
+            self.known[key] = (ns[key], _PARENTS)
         return failed
 
-    def changes(self) -> tuple[dict[str, tuple[str, bool, bytes]], list[str]]:
-        """What the step changed: ``(type, kept here, pickle)`` per variable, and removed names."""
+    def _make_room(self, incoming: int) -> None:
+        """Raise the address-space limit by what arrives (the data and the value it becomes).
+
+        What the host sends is not model code's allocation: a context never fails to load for
+        the step's allowance; :meth:`cap` sets the step's limit afterwards as usual.
+        """
+        if incoming and self.as_limit is not None:
+            now = rlimits.fast_address_space() or self.as_limit
+            room = now + 2 * incoming + _MIN_STEP_ROOM
+            if room > self.as_limit:
+                rlimits.set_address_space(room)
+                self.as_limit = room
+
+    def _load_mapped(self, mapped: dict[str, tuple[str, int]], fds: list[int]) -> dict[str, str]:
+        """The big ``str`` / ``bytes`` values that came as memory files (see :mod:`.mapped`)."""
+        failed: dict[str, str] = {}
+        try:
+            fds.reverse()
+            for key, (kind, size) in mapped.items():
+                if not fds:
+                    self.ns.pop(key, None)
+                    failed[key] = "its data did not arrive"
+                    continue
+                self.sizes[key] = size
+                try:
+                    value = self.ns[key] = mapped_read(fds.pop(), kind, size)
+                except Exception as exc:
+                    self.ns.pop(key, None)
+                    self.known.pop(key, None)
+                    failed[key] = f"{type(exc).__name__}: {exc}"
+                    continue
+                self.known[key] = (value, None)
+                self._note_from_host(key, value)
+        finally:
+            close_all(fds)
+        return failed
+
+    def _note_from_host(self, key: str, value: object) -> None:
+        if type(value) in (str, bytes) and len(value) >= _ALIAS_MIN:  # type: ignore[arg-type]
+            self.from_host[key] = value  # type: ignore[assignment]
+        else:
+            self.from_host.pop(key, None)
+
+    def changes(self) -> tuple[dict[str, tuple[str, bool, bytes]], list[str], dict[str, str]]:
+        """What the step changed: ``(type, kept here, pickle)`` per variable, removed names, and
+        aliases: variables now bound to a big text the host sent as another, still unchanged,
+        variable (``text = context``), named instead of sent back."""
+        ns = self.ns
+        self.from_host = {k: v for k, v in self.from_host.items() if ns.get(k) is v}
+        origins = {id(v): k for k, v in self.from_host.items()}  # alive: held in from_host
         values: dict[str, tuple[str, bool, bytes]] = {}
-        for key, value in self.ns.items():
-            seen_id, seen_print = self.known.get(key, (None, None))
-            same = seen_id == id(value)
+        aliases: dict[str, str] = {}
+        for key, value in ns.items():
+            seen, seen_print = self.known.get(key, (_UNSEEN, None))
+            same = seen is value
             if same and (isinstance(value, _ATOMIC) or seen_print == _PARENTS):
+                continue
+            origin = origins.get(id(value))
+            if origin is not None and origin != key:
+                aliases[key] = origin
+                self.known[key] = (value, None)
+                self.from_host[key] = value  # the parent holds it under this name too now
                 continue
             if same and isinstance(seen_print, _Snapshot) and seen_print.matches(value):
                 continue
@@ -123,11 +195,11 @@ class _Session:
             if same and seen_print == print_:
                 continue
             values[key] = (type(value).__qualname__, kept, data)
-            self.known[key] = (id(value), print_)
+            self.known[key] = (value, print_)
         removed = [k for k in self.known if k not in self.ns]
         for key in removed:
             del self.known[key]
-        return values, removed
+        return values, removed, aliases
 
     def cap(self) -> None:
         """This step's limits: address space above what the session holds, CPU time.
@@ -139,7 +211,8 @@ class _Session:
         if limits.memory_mb is not None and self.base_vm is not None:
             now = rlimits.fast_address_space()
             if now is not None:
-                total = self.base_vm + (limits.memory_mb << 20) + 2 * self.received
+                received = sum(self.sizes.values())  # a resent value replaces its old size
+                total = self.base_vm + (limits.memory_mb << 20) + 2 * received
                 total = max(total, now + _MIN_STEP_ROOM)
                 if total != self.as_limit:
                     rlimits.set_address_space(total)
@@ -152,7 +225,7 @@ class _Session:
 
 
 def _digest(data: bytes) -> bytes:
-    return hashlib.blake2b(data, digest_size=16).digest()
+    return blake2b(data, digest_size=16).digest()
 
 
 _FLAT_ITEMS = frozenset({str, bytes, int, float, bool, type(None), complex})
@@ -212,9 +285,21 @@ def _result(call: Any, *args: Any) -> dict[str, Any]:
         return {"ok": False, "error": type(exc).__name__, "text": str(exc)}
 
 
+def _done(session: _Session, result: dict[str, Any], failed: dict[str, str]) -> dict[str, Any]:
+    values, removed, aliases = session.changes()
+    return {
+        "op": "done",
+        "result": result,
+        "values": values,
+        "removed": removed,
+        "aliases": aliases,
+        "unloadable": failed,
+    }
+
+
 def serve(sock: socket.socket) -> None:
     """Serve one session until the parent closes the channel."""
-    channel = Channel(sock, trusted=True)
+    channel = Channel(sock, trusted=True, max_fds=MAX_MAPPED)
     init = channel.recv()
     if init.get("op") != "init" or init.get("protocol") != PROTOCOL:
         channel.send({"op": "refused", "protocol": PROTOCOL})
@@ -232,29 +317,11 @@ def serve(sock: socket.socket) -> None:
             failed = session.sync(message)
             session.cap()
             result = _result(runner.execute, message["code"], session.ns)
-            values, removed = session.changes()
-            channel.send(
-                {
-                    "op": "done",
-                    "result": result,
-                    "values": values,
-                    "removed": removed,
-                    "unloadable": failed,
-                }
-            )
+            channel.send(_done(session, result, failed))
         elif op == "render":
             failed = session.sync(message)
             session.cap()
             result = _result(runner.render, session.ns, message["name"])
-            values, removed = session.changes()
-            channel.send(
-                {
-                    "op": "done",
-                    "result": result,
-                    "values": values,
-                    "removed": removed,
-                    "unloadable": failed,
-                }
-            )
+            channel.send(_done(session, result, failed))
         else:
             channel.send({"op": "refused", "protocol": PROTOCOL})

@@ -102,6 +102,9 @@ def prepare(
     if env is not None:
         os.environ.clear()
         os.environ.update(env)
+    # A module first imported here must not write its bytecode cache: under a small file-size
+    # limit CPython's unchecked short write would leave a truncated .pyc for every later import.
+    sys.dont_write_bytecode = True
     apply_static(limits)
     channel = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM, 0, CHANNEL_FD)
     channel.setblocking(True)

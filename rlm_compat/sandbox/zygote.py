@@ -27,16 +27,12 @@ import select
 import signal
 import socket
 import struct
-import subprocess
 import sys
 import threading
 from collections.abc import Mapping, Sequence
-from pathlib import Path
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from ..config import Limits
-from ..environments import ExecutionEnvironment
-from . import launcher
 from .workerinit import EXIT_ENTRY_FAILED, die_with_parent, prepare, run_entry
 
 __all__ = [
@@ -48,6 +44,11 @@ __all__ = [
     "send_frame",
     "serve",
 ]
+
+if TYPE_CHECKING:
+    import subprocess
+
+    from ..environments import ExecutionEnvironment
 
 _HEADER = struct.Struct("!I")
 _MAX_FRAME = 16 << 20
@@ -283,7 +284,7 @@ def serve(ctrl_fd: int, parent_pid: int, preload: Sequence[str]) -> NoReturn:
 def child_sys_path() -> list[str]:
     """The parent's import path for a fresh interpreter: this package's root first (an editable
     install elsewhere must not win), absolute entries, and never ``''`` (the parent's cwd)."""
-    root = str(Path(__file__).resolve().parents[2])
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.realpath(__file__))))
     path = [root]
     for entry in sys.path:
         if entry and isinstance(entry, str):
@@ -309,6 +310,8 @@ class ZygoteClient:
     """The parent's handle on one fork server; thread-safe (one request at a time)."""
 
     def __init__(self, environment: ExecutionEnvironment, preload: Sequence[str]) -> None:
+        from . import launcher  # the parent's side only: the fork server never imports it
+
         self._lock = threading.Lock()
         self._sock, child_end = socket.socketpair()
         statement = (
@@ -428,6 +431,8 @@ class ZygoteClient:
                 pass
             self._sock.close()
             if process is not None:
+                import subprocess
+
                 try:
                     process.wait(timeout)
                 except subprocess.TimeoutExpired:
