@@ -19,8 +19,8 @@ Rows and targets (the run-record issue; PASS / FAIL printed, never asserted):
   same kind of server, timed by the client — what litellm itself costs per sequential call;
 - ``rlm_query_batched`` of n child RLMs (each its own REPL session, answering at once): <= 1.5 s;
 - 2fb46cc's sequential ``recursive_llm`` loop (with ``--upstream``, default
-  ``$RLM_COMPAT_UPSTREAM``; run by ``--upstream-python``, default /work/venvs/up311's python if it
-  exists), each a child RLM answering at once.
+  ``$RLM_COMPAT_UPSTREAM``; run by ``--upstream-python``, default ``$RLM_COMPAT_UPSTREAM_PYTHON`` or
+  this interpreter), each a child RLM answering at once.
 """
 
 from __future__ import annotations
@@ -193,9 +193,8 @@ def main() -> None:
     parser.add_argument("--isolation", choices=("process", "inline"), default="process")
     parser.add_argument("--profile", action="store_true", help="also print where the CPU of a batch goes")
     parser.add_argument("--upstream", default=os.environ.get("RLM_COMPAT_UPSTREAM"))
-    default_py = "/work/venvs/up311/bin/python"
     parser.add_argument(
-        "--upstream-python", default=default_py if Path(default_py).exists() else sys.executable
+        "--upstream-python", default=os.environ.get("RLM_COMPAT_UPSTREAM_PYTHON", sys.executable)
     )
     args = parser.parse_args()
     n, latency = args.n, args.latency
