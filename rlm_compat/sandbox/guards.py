@@ -28,6 +28,7 @@ from .violations import ForbiddenAttributeError, ForbiddenWriteError, ResourceLi
 
 __all__ = [
     "BLOCKED_ATTRIBUTES",
+    "CLASS_DUNDERS",
     "MAX_INT_BITS",
     "MAX_SEQUENCE_ITEMS",
     "OPERATOR_DUNDERS",
@@ -37,6 +38,7 @@ __all__ = [
     "SafeType",
     "check_bases",
     "checked_getattr",
+    "private_name_allowed",
     "register_module_proxies",
     "register_opaque",
     "register_writable",
@@ -213,7 +215,9 @@ def safe_dir(*args: Any) -> list[str]:
     (obj,) = args
     if type(obj) is _Module:
         obj = _proxy_for_module(obj)
-    return [n for n in builtins.dir(obj) if not n.startswith("_") and n not in BLOCKED_ATTRIBUTES]
+    if isinstance(obj, _PROXY_TYPES):
+        return builtins.dir(obj)
+    return [n for n in builtins.dir(obj) if n not in BLOCKED_ATTRIBUTES]
 
 
 def session_dir(session: Session) -> Callable[..., list[str]]:
@@ -313,6 +317,18 @@ REFUSED_DUNDERS = frozenset(
 )
 """Special names that lead out of the sandbox (classes of every object, function globals and
 code, host frames, guard bypasses such as ``object.__setattr__``): refused on every object."""
+
+
+CLASS_DUNDERS = OPERATOR_DUNDERS | OWN_DUNDERS | {"__doc__", "__qualname__"}
+"""Special names a sandboxed class may define (in its body or in ``type(name, bases, dict)``)."""
+
+
+def private_name_allowed(name: str) -> bool:
+    """A ``_name`` sandboxed code may bind: not one of the guards' own (``_getattr_``, ``_print``,
+    ``_rlm...``: they end with ``_`` or are spelled so), never a special ``__name__``."""
+    if name.startswith("__") and name.endswith("__"):
+        return False
+    return not (name.endswith("_") or name == "_print" or name.startswith("_rlm"))
 
 
 def _sandbox_defined(cls: type, name: str) -> bool:
@@ -475,17 +491,40 @@ _sandbox_classes: weakref.WeakSet[type] = weakref.WeakSet()
 _ITEM_WRITABLE = (dict, list, bytearray, collections.deque)
 
 
-def safe_super(*args: Any) -> Any:
-    """``super`` for sandboxed classes only (never past a host class that guards by overriding).
-
-    The compiler turns ``super()`` inside a method into ``super(__class__, self)``.
-    """
+def _checked_super(*args: Any) -> Any:
     if len(args) != 2:
         raise TypeError("super() in the sandbox works inside methods, or as super(Class, obj)")
     cls, obj = args
     if cls not in _sandbox_classes:
         raise ForbiddenAttributeError("super() needs a class defined in the sandbox")
     return builtins.super(cls, obj)
+
+
+class _SuperMeta(type):
+    """Makes :class:`safe_super` answer ``super(...)`` and ``isinstance(x, super)`` like ``super``."""
+
+    def __call__(cls, *args: Any, **kwargs: Any) -> Any:
+        if kwargs:
+            raise TypeError("super() takes no keyword arguments")
+        return _checked_super(*args)
+
+    def __instancecheck__(cls, obj: Any) -> bool:
+        return isinstance(obj, builtins.super)
+
+    def __subclasscheck__(cls, sub: Any) -> bool:
+        return issubclass(sub, builtins.super)
+
+    def __repr__(cls) -> str:
+        return "<class 'super'>"
+
+
+class safe_super(metaclass=_SuperMeta):
+    """``super`` for sandboxed classes only (never past a host class that guards by overriding).
+
+    The compiler turns ``super()`` inside a method into ``super(__class__, self)``. A class
+    (shown as ``<class 'super'>``) that is never instantiated: calling it returns a real
+    ``super`` object.
+    """
 
 
 def sandbox_classes() -> weakref.WeakSet[type]:
@@ -517,6 +556,8 @@ def write_guard(ob: Any) -> Any:
             return ob
     elif isinstance(ob, _ITEM_WRITABLE):
         return ob
+    if t is types.FunctionType and ob.__code__.co_filename.startswith("<rlm-repl-"):
+        return ob  # a function sandboxed code defined: its attributes are its own
     check = _EXTRA_WRITABLE.get(t)
     if check is not None and check(ob):
         return ob
@@ -586,6 +627,8 @@ class SafeType(metaclass=_TypeMeta):
 def _reveal(t: type) -> type:
     if issubclass(t, builtins.type):
         return SafeType
+    if t is builtins.super:
+        return safe_super
     if issubclass(t, _PROXY_TYPES):
         return types.ModuleType
     return t
@@ -602,10 +645,15 @@ def register_opaque(cls: type) -> None:
 def _type_new(name: Any, bases: Any, ns: Any) -> type:
     if type(name) is not str or type(bases) is not tuple or type(ns) is not dict:
         raise TypeError("type(name, bases, dict) needs a str, a tuple and a dict")
-    private = sorted(k for k in ns if not isinstance(k, str) or k.startswith("_"))
-    if private:
+    refused = sorted(
+        repr(k)
+        for k in ns
+        if not isinstance(k, str)
+        or (k.startswith("_") and k not in CLASS_DUNDERS and not private_name_allowed(k))
+    )
+    if refused:
         raise ForbiddenAttributeError(
-            f"type(): class attribute names may not start with '_' in the sandbox: {private}"
+            f"type(): these class attribute names are not allowed in the sandbox: {', '.join(refused)}"
         )
     ns = dict(ns)
     ns["__module__"] = "builtins"  # as when 2fb46cc's code calls type(): shown as <class 'X'>
@@ -725,3 +773,4 @@ def safe_iter(obj: Any, *sentinel: Any) -> Iterator[Any]:
 
 
 register_opaque(callable_iterator)
+register_opaque(safe_super)

@@ -31,6 +31,7 @@ __all__ = [
     "SessionRandom",
     "module_proxy",
     "proxy_for_module",
+    "real_module",
     "rp_string_proxy",
 ]
 
@@ -554,6 +555,11 @@ class ModuleProxy:
 
     def __reduce__(self) -> Any:
         raise TypeError("sandboxed modules cannot be pickled")
+
+
+def real_module(proxy: ModuleProxy) -> types.ModuleType | None:
+    """The module a proxy stands for (host-side only: comparisons, reports)."""
+    return _REAL.get(object.__getattribute__(proxy, "__dict__")["_ModuleProxy__label"])
 
 
 def _public(d: dict[str, Any]) -> list[str]:

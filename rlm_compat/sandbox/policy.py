@@ -176,6 +176,8 @@ def guarded_import(
     if not fromlist and "." in name:
         proxy = module_proxy(name.partition(".")[0])
     for attr in fromlist or ():
+        if attr == "*":
+            continue
         if not isinstance(attr, str) or attr.startswith("_") or attr not in builtins.dir(proxy):
             raise ForbiddenImportError(
                 f"cannot import name {attr!r} from {name!r} in the sandbox; "
@@ -266,7 +268,28 @@ _EXTRA_EXCEPTIONS = (
     "TimeoutError",
     "ModuleNotFoundError",
     "StopAsyncIteration",
+    "BaseExceptionGroup",
+    "ExceptionGroup",
+    "BlockingIOError",
+    "BrokenPipeError",
+    "ChildProcessError",
+    "ConnectionAbortedError",
+    "ConnectionError",
+    "ConnectionRefusedError",
+    "ConnectionResetError",
+    "EncodingWarning",
+    "FileExistsError",
+    "FileNotFoundError",
+    "InterruptedError",
+    "IsADirectoryError",
+    "NotADirectoryError",
+    "PermissionError",
+    "ProcessLookupError",
+    "ResourceWarning",
 )
+"""Exception classes beyond RestrictedPython's (those missing on the running Python skipped)."""
+
+_FIXED_EXTRA_FUNCTIONS = ("memoryview", "aiter", "anext")
 
 _UPSTREAM_NAMES = (
     "None",
@@ -336,10 +359,23 @@ def _injected() -> dict[str, Any]:
 
 
 @functools.cache
+def _warm_stdlib_caches() -> None:
+    """Make the C datetime module's one-time import of ``_strptime`` happen now, in host code.
+
+    On Python 3.10-3.12 ``datetime.strptime`` imports ``_strptime`` through the calling frame's
+    ``__import__`` the first time any code in the process calls it, then keeps it: whether a
+    sandboxed ``strptime`` works would depend on what the host did before. Warmed here, it
+    always works (3.13 imports on every call, through :data:`_STDLIB_INTERNAL`).
+    """
+    _datetime.datetime.strptime("2000", "%Y")
+
+
+@functools.cache
 def builtins_for(profile: Profile) -> dict[str, Any]:
     """The ``__builtins__`` mapping for ``profile``: built once, shared, never handed out."""
     from .deadline import deadline_tick, generator_tick
 
+    _warm_stdlib_caches()
     b: dict[str, Any] = {name: getattr(builtins, name) for name in _UPSTREAM_NAMES}
     b.update({name: getattr(builtins, name) for name in _RP_EXCEPTIONS})
     b["KeyboardInterrupt"] = SandboxKeyboardInterrupt
@@ -357,7 +393,13 @@ def builtins_for(profile: Profile) -> dict[str, Any]:
         b["hasattr"] = upstream_hasattr
     else:
         b.update({name: getattr(builtins, name) for name in _FIXED_EXTRA_NAMES})
-        b.update({name: getattr(builtins, name) for name in _EXTRA_EXCEPTIONS})
+        b.update(
+            {
+                n: getattr(builtins, n)
+                for n in _EXTRA_EXCEPTIONS + _FIXED_EXTRA_FUNCTIONS
+                if hasattr(builtins, n)
+            }
+        )
         b.update(getattr=safe_getattr, hasattr=safe_hasattr, dir=safe_dir, open=no_open, vars=safe_vars)
         b.update(_rlm_special_=special_getattr, _rlm_patterns_=pattern_values)
     if profile.rp_utility_builtins:

@@ -35,7 +35,7 @@ from RestrictedPython.transformer import (
 )
 
 from ..profiles import Profile
-from .guards import BLOCKED_ATTRIBUTES, OPERATOR_DUNDERS, OWN_DUNDERS, REFUSED_DUNDERS
+from .guards import BLOCKED_ATTRIBUTES, CLASS_DUNDERS, REFUSED_DUNDERS, private_name_allowed
 from .warnguard import quiet_compile
 
 __all__ = [
@@ -391,6 +391,16 @@ class SandboxTransformer(RestrictingNodeTransformer):
         copy_locations(new_attr, node)
         return new_attr
 
+    def visit_ImportFrom(self, node: ast.ImportFrom) -> Any:
+        if not self.opts.rp_syntax_only and [a.name for a in node.names] == ["*"]:
+            return node  # binds the public names of an allowlisted module's proxy, as Python does
+        return super().visit_ImportFrom(node)
+
+    def visit_TryStar(self, node: Any) -> Any:
+        if self.opts.rp_syntax_only:
+            return self.generic_visit(node)
+        return self.node_contents_visit(node)
+
     def visit_Subscript(self, node: ast.Subscript) -> Any:
         # Reads need no guard (``_getitem_`` would be plain ``obj[key]``); writes keep ``_write_``.
         if isinstance(node.ctx, ast.Load):
@@ -453,8 +463,6 @@ _ASYNC_REFUSED = (
     "runs model code, so a coroutine could never be awaited; write plain functions."
 )
 
-_CLASS_BODY_DUNDERS = OPERATOR_DUNDERS | OWN_DUNDERS | {"__doc__", "__qualname__", "__module__", "__str__"}
-
 
 def _name_allowed(name: str, scope: str, node: Any) -> bool:
     """Names starting with ``_`` that sandboxed code may bind and read (fixed profile).
@@ -470,8 +478,8 @@ def _name_allowed(name: str, scope: str, node: Any) -> bool:
             return False
         if name in ("__name__", "__class__") and isinstance(getattr(node, "ctx", None), ast.Load):
             return True
-        return scope == "class" and (name in _CLASS_BODY_DUNDERS or isinstance(node, ast.FunctionDef))
-    return not (name.endswith("_") or name == "_print" or name.startswith("_rlm"))
+        return scope == "class" and (name in CLASS_DUNDERS or isinstance(node, ast.FunctionDef))
+    return private_name_allowed(name)
 
 
 def _is_super_init(node: ast.Attribute) -> bool:
@@ -647,11 +655,13 @@ class _HandlerTicks(ast.NodeTransformer):
         node.body.insert(0, self._tick(node))
         return node
 
-    def visit_Try(self, node: ast.Try) -> Any:
+    def visit_Try(self, node: Any) -> Any:
         self.generic_visit(node)
         if node.finalbody:
             node.finalbody.insert(0, self._tick(node.finalbody[0]))
         return node
+
+    visit_TryStar = visit_Try
 
     def visit_While(self, node: ast.While) -> Any:
         self.generic_visit(node)
