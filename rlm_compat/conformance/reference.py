@@ -187,6 +187,7 @@ def _builtins() -> dict[str, Any]:
     import math
 
     names = dict(vars(builtins))
+    names["__name__"] = "__main__"  # as in a REPL: `if __name__ == '__main__':` runs
     names.update(
         re=re,
         json=json_module,

@@ -288,7 +288,7 @@ class SandboxTransformer(RestrictingNodeTransformer):
     def visit_MatchClass(self, node: ast.MatchClass) -> Any:
         self._pattern_names(node.cls)
         for attr in node.kwd_attrs:
-            if attr.startswith("_"):
+            if attr.startswith("_") and attr not in _PATTERN_DUNDERS:
                 self.error(
                     node,
                     f'"{attr}" is an invalid attribute name in a class pattern because it starts with "_".',
@@ -457,6 +457,9 @@ class SandboxTransformer(RestrictingNodeTransformer):
 
 
 _RP_INSPECT = frozenset(BLOCKED_ATTRIBUTES - {"mro"})
+
+_PATTERN_DUNDERS = frozenset({"__name__", "__qualname__", "__doc__", "__module__"})
+"""Special names a class pattern may read (natively): descriptive strings only."""
 
 _ASYNC_REFUSED = (
     "async def / await / async for / async with are not supported in the sandbox: no event loop "
