@@ -273,10 +273,20 @@ def run_fixed(case: dict[str, Any], isolation: str = "inline") -> dict[str, Any]
 
 def _as_python_sees_it(value: Any) -> Any:
     """A module proxy stands for its module (``import json`` binds "the json module" in both)."""
-    from ..sandbox.modules import ModuleProxy, real_module
+    import importlib
+
+    from ..sandbox.modules import ALLOWED_MODULES, ModuleProxy, real_module
 
     if isinstance(value, ModuleProxy):
         return real_module(value) or value
+    # isolation="process": a proxy stays in the worker; the parent holds a named stand-in
+    if (
+        getattr(type(value), "__name__", "") == "WorkerObject"
+        and getattr(value, "type_name", "") == "ModuleProxy"
+    ):
+        label = re.match(r"<module '([\w.]+)' \(sandboxed\)>", str(getattr(value, "worker_repr", "")))
+        if label and label.group(1) in ALLOWED_MODULES:
+            return importlib.import_module(label.group(1))
     return value
 
 
