@@ -57,7 +57,9 @@ class Profile:
     ``reorder``."""
     rp_syntax_only: bool = False
     """Only what RestrictedPython's transformer accepts compiles: annotated assignments
-    (``x: int = 1``) and ``nonlocal`` are compile errors."""
+    (``x: int = 1``) and ``nonlocal`` are compile errors. (Off, as Python: also ``match``,
+    ``except*``, ``from m import *``, private names, special methods in classes and the
+    special names that cannot lead out of the sandbox.)"""
     guarded_iteration: bool = False
     """``for`` / comprehension targets are unpacked through RestrictedPython's
     ``guarded_iter_unpack_sequence`` (slower; some unpacking error texts differ)."""

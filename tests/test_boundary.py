@@ -49,7 +49,6 @@ def test_base_exceptions_become_repl_errors(isolation: str, name: str, template:
     _raises_named(isolation, template.format(name=name), name)
 
 
-@pytest.mark.xfail(strict=True, reason="model-defined __str__/__repr__ are refused until issue 11 opens them")
 @pytest.mark.parametrize(
     "template",
     [

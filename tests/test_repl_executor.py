@@ -229,10 +229,10 @@ def test_fixed_error_line_is_relative_to_the_code_block() -> None:
 
 def test_fixed_compile_errors_are_readable() -> None:
     assert str(error_of("x = (")) == "Execution error: SyntaxError: '(' was never closed (line 1)"
-    err = error_of("a = 1\n_b = 2")
+    err = error_of("a = 1\n_write_ = 2")
     assert isinstance(err, REPLSecurityError)
     assert str(err) == (
-        'Execution error: SecurityError: "_b" is an invalid variable name because it starts with "_" (line 2)'
+        'Execution error: SecurityError: "_write_" is an invalid variable name because it starts with "_" (line 2)'
     )
 
 

@@ -263,6 +263,12 @@ def _statement(draw: st.DrawFn, sc: _Scope) -> str:
                 "print_f",
                 "for",
                 "walrus",
+                "stdlib",
+                "stdlib",
+                "class_dunder",
+                "dataclass",
+                "match",
+                "introspect",
             ]
         )
     )
@@ -344,11 +350,81 @@ def _statement(draw: st.DrawFn, sc: _Scope) -> str:
         return f"print(f'{{{pick('str')}!r:>8}}|{{{pick('int')}:+d}}|{{len({pick('list')})}}')"
     if rule == "for":
         return f"for v in {pick('list')}:\n    {pick('int')} += v"
+    if rule in ("stdlib", "class_dunder", "dataclass", "match", "introspect"):
+        return _issue11_statement(draw, sc, rule, pick)
     value = draw(_int_expr(sc))
     name, other = _target(draw, sc, "int"), sc.fresh("int")
     stmt = f"{name} = ({other} := {value}) + 1"
     sc.add("int", other)
     return stmt
+
+
+def _issue11_statement(draw: st.DrawFn, sc: _Scope, rule: str, pick: Any) -> str:
+    """Issue 11: the standard library, special methods, dataclasses and match, as models write them.
+
+    Names are imported with ``from m import f`` (the same object in both namespaces) and classes
+    are deleted at the end of the statement (a class is a different object in each namespace).
+    """
+    i, s, xs = pick("int"), pick("str"), pick("list")
+    if rule == "stdlib":
+        options: list[tuple[str, str]] = [
+            ("int", "from hashlib import sha256\n{T} = int(sha256(<S>.encode()).hexdigest()[:4], 16)"),
+            ("str", "from decimal import Decimal\n{T} = str(Decimal(<I>) / 4 + Decimal('0.1'))"),
+            ("str", "from fractions import Fraction\n{T} = str(Fraction(<I>, 3) + Fraction(1, 6))"),
+            ("str", "from unicodedata import category\n{T} = '-'.join(category(c) for c in <S>[:3])"),
+            (
+                "int",
+                "from difflib import SequenceMatcher\n{T} = int(100 * SequenceMatcher(None, <S>, <S> + 'ab').ratio())",
+            ),
+            ("str", "from base64 import b64encode\n{T} = b64encode(<S>.encode()).decode()"),
+            ("str", "from html import escape\n{T} = escape(<S> + '<&>')"),
+            ("str", "from urllib.parse import quote\n{T} = quote(<S> + '/ ?')"),
+            ("list", "from copy import deepcopy\n{T} = deepcopy(<XS>) + [<I>]"),
+            ("int", "from operator import itemgetter\n{T} = itemgetter(0)(<XS> or [<I>])"),
+            (
+                "list",
+                "from csv import reader\nfrom io import StringIO\n{T} = [len(r) for r in reader(StringIO(<S>.replace(' ', ',') + '\\n'))]",
+            ),
+            ("str", "from datetime import date\n{T} = date(2024, 1 + <I> % 12, 15).strftime('%A %b')"),
+            (
+                "int",
+                "from datetime import datetime\n{T} = datetime.strptime('2024-03-' + str(1 + <I> % 28), '%Y-%m-%d').day",
+            ),
+            ("str", "from pprint import pformat\n{T} = pformat(<XS>, width=12)"),
+        ]
+        kind, template = draw(st.sampled_from(options))
+        code = template.replace("<XS>", xs).replace("<S>", s).replace("<I>", i)
+        return code.replace("{T}", _target(draw, sc, kind))
+    name = f"K{sc.fresh('int')}"
+    if rule == "class_dunder":
+        n = pick("int")
+        return (
+            f"class {name}:\n"
+            f"    def __init__(self, v):\n        self._v = v\n"
+            f"    def __repr__(self):\n        return f'{name}({{self._v}})'\n"
+            f"    def __eq__(self, o):\n        return isinstance(o, {name}) and o._v == self._v\n"
+            f"    def __hash__(self):\n        return hash(self._v)\n"
+            f"    def __len__(self):\n        return abs(self._v) % 5\n"
+            f"    def __iter__(self):\n        return iter(range(len(self)))\n"
+            f"    def __lt__(self, o):\n        return self._v < o._v\n"
+            f"{n} = len({name}({i})) + len({{{name}(1), {name}(1)}}) + sum({name}({i}))\n"
+            f"print(sorted([{name}(2), {name}({i})]), type({name}(0)).__name__, hasattr({name}(0), '__len__'))\n"
+            f"del {name}"
+        )
+    if rule == "dataclass":
+        return (
+            f"from dataclasses import dataclass, asdict\n@dataclass(order=True)\nclass {name}:\n"
+            f"    a: int\n    b: str = 'x'\n"
+            f"print({name}({i}), asdict({name}({i}, {s})), {name}(1) < {name}(2))\ndel {name}"
+        )
+    if rule == "match":
+        n = pick("int")
+        return (
+            f"match [{i}, {s}]:\n    case [0, _]:\n        {n} = 0\n"
+            f"    case [int(v), str(w)] if v > 0:\n        {n} = v + len(w)\n"
+            f"    case _:\n        {n} = -1"
+        )
+    return f"print(type({xs}).__name__, hasattr({s}, '__iter__'), {i}.__class__.__name__, len.__name__)"
 
 
 _TRAILERS = ("int", "str", "list", "dict", "call_none", "none")
@@ -640,8 +716,8 @@ _FAILURES = (
     "raise ValueError('boom')",
     "def (:",
     "import os",
-    "getattr(1, '__cl' + 'ass__')",
-    "x = (1).__class__",
+    "getattr(1, '__subcl' + 'asses__')",
+    "x = (1).__globals__",
     "big = 10 ** 10 ** 10",
     "int('x')",
     "assert False, 'no'",

@@ -30,6 +30,7 @@ import dataclasses
 import datetime
 import functools
 import gc
+import importlib
 import io
 import itertools
 import json
@@ -72,6 +73,13 @@ _SECRET_ENV = "RLM_COMPAT_TEST_SECRET"
 _HOST_SECRET = "host-secret-7f3a9c1e5b"
 os.environ[_SECRET_ENV] = _HOST_SECRET
 
+_ISSUE11_MODULES = tuple(
+    importlib.import_module(m)
+    for m in (
+        "csv", "io", "hashlib", "decimal", "fractions", "operator", "dataclasses", "typing",
+        "unicodedata", "difflib", "time", "base64", "copy", "pprint", "html", "urllib.parse",
+    )
+)  # fmt: skip
 _WATCHED_MODULES: tuple[types.ModuleType, ...] = (
     re,
     json,
@@ -89,6 +97,7 @@ _WATCHED_MODULES: tuple[types.ModuleType, ...] = (
     textwrap,
     random,
     copyreg,
+    *_ISSUE11_MODULES,
 )
 _ALLOWED_CODE_MODULES = frozenset(m.__name__ for m in _WATCHED_MODULES if m is not copyreg) | {
     "_json",
@@ -101,6 +110,18 @@ _ALLOWED_CODE_MODULES = frozenset(m.__name__ for m in _WATCHED_MODULES if m is n
     "_string",
     "builtins",
     "_operator",
+    "_csv",
+    "_decimal",
+    "_hashlib",
+    "_md5",
+    "_sha1",
+    "_sha2",
+    "_sha256",
+    "_sha512",
+    "_sha3",
+    "_blake2",
+    "_io",
+    "binascii",
     "__main__",
     __name__,
 }
@@ -521,7 +542,7 @@ def _after_checks(case: EscapeCase, executor: REPLExecutor, env: dict[str, Any],
         problems.append(f"same env: probe_value is {env.get('probe_value')!r}, not 42")
     _expect_refused(
         executor,
-        "probe_attr = getattr(1, '__cl' + 'ass__')",
+        "probe_attr = getattr(getattr(1, '__cl' + 'ass__'), '__subcl' + 'asses__')",
         env,
         "attribute guard in the same env",
         problems,
@@ -529,7 +550,7 @@ def _after_checks(case: EscapeCase, executor: REPLExecutor, env: dict[str, Any],
     fresh = make_env()
     _expect_refused(
         executor,
-        "probe_attr = getattr(1, '__cl' + 'ass__')",
+        "probe_attr = getattr(getattr(1, '__cl' + 'ass__'), '__subcl' + 'asses__')",
         fresh,
         "attribute guard in a fresh env",
         problems,

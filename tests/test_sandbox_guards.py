@@ -78,18 +78,24 @@ def test_guard_fixed(name: str, fixed: str) -> None:
 @pytest.mark.parametrize(
     "code",
     [
-        "'{0.__class__}'.format(1)",
+        "'{0.__class__.__base__}'.format(1)",
         "'{0.__class__.__mro__}'.format(1)",
-        "'{x.__class__}'.format_map({'x': 1})",
+        "'{x.__class__.__subclasses__}'.format_map({'x': 1})",
         "str.format('{0.__globals__}', len)",
-        "import string\nstring.Formatter().format('{0.__class__}', 1)",
-        "'{0:{1.__class__}}'.format(1, 2)",
+        "import string\nstring.Formatter().format('{0.__class__.__bases__}', 1)",
+        "'{0:{1.__class__.__dict__}}'.format(1, 2)",
+        "'{0.__init__.__globals__}'.format(len)",
         "import string\nstring.Formatter.mro()",
     ],
 )
 def test_format_attribute_walks_are_refused(code: str) -> None:
     with pytest.raises(REPLSecurityError):
         REPLExecutor().execute(code, {})
+
+
+def test_format_fields_read_what_python_shows() -> None:
+    """Descriptive special names are fields like any other: ``{0.__class__.__name__}``."""
+    assert REPLExecutor().execute("'{0.__class__.__name__}/{0.real}'.format(3)", {}) == "int/3"
 
 
 # --- imports ------------------------------------------------------------------------------------
@@ -229,8 +235,9 @@ def test_type_never_hands_out_real_metaclass_power(profile: str) -> None:
         outcome("T = type('T', (), {'kind': 'demo'})\nprint(T, T.kind, T().kind)", profile)
         == "<class 'T'> demo demo"
     )
-    with pytest.raises(REPLSecurityError, match="may not start with '_'"):
-        REPLExecutor(profile=profile).execute("B = type('B', (Exception,), {'__str__': lambda s: 'x'})", {})
+    with pytest.raises(REPLSecurityError, match="'__getattribute__'"):
+        REPLExecutor(profile=profile).execute("B = type('B', (), {'__getattribute__': lambda s, n: 1})", {})
+    assert outcome("B = type('B', (Exception,), {'__str__': lambda s: 'x'})\nprint(B())", profile) == "x"
     with pytest.raises(REPLError):
         REPLExecutor(profile=profile).execute("type(type(1))('X', (type,), {})", {})
 
@@ -276,9 +283,10 @@ def test_a_real_interrupt_still_propagates() -> None:
         REPLExecutor().execute("stop()", {"stop": host_call(interrupted)})
 
 
-def test_dir_hides_private_names() -> None:
+def test_dir_answers_as_python_for_objects_and_lists_variables() -> None:
     assert outcome("print(dir(re))", env={"re": re}).startswith("['A', 'ASCII'")
-    assert "__" not in outcome("print(dir('a'))")
+    assert outcome("print(dir('a'))") == str(dir("a"))
+    assert "gi_frame" not in outcome("def g():\n    yield 1\nprint(dir(g()))")
     assert outcome("x = 1\nprint(dir())", env={"context": ""}) == "['context', 'x']"
 
 
@@ -289,21 +297,36 @@ def test_missing_attribute_switch() -> None:
 
 def test_no_dangerous_builtins() -> None:
     for name in [
-        "open",
         "eval",
         "exec",
         "compile",
         "globals",
-        "vars",
         "locals",
         "input",
         "breakpoint",
         "__import__",
-        "memoryview",
     ]:
         for profile in ["fixed", "upstream"]:
             with pytest.raises(REPLError):
                 REPLExecutor(profile=profile).execute(f"{name}", {})
+
+
+def test_open_says_where_the_data_is() -> None:
+    """``open`` is a name in fixed (a model's first reflex), refused with a pointer to ``context``."""
+    with pytest.raises(REPLSecurityError, match=r"FileNotFoundError: open.. is not available.*`context`"):
+        REPLExecutor().execute("open('data.txt')", {})
+    out = REPLExecutor().execute("try:\n    open('x')\nexcept OSError as e:\n    print(type(e).__name__)", {})
+    assert out == "FileNotFoundError"
+    with pytest.raises(REPLError, match="open"):
+        REPLExecutor(profile="upstream").execute("open('x')", {})
+
+
+def test_vars_only_for_objects_the_sandbox_made() -> None:
+    ex = REPLExecutor()
+    assert ex.execute("class A:\n    def __init__(self):\n        self.x = 1\nvars(A())", {}) == "{'x': 1}"
+    for code in ("vars(len)", "vars(re)", "vars(str)", "vars()"):
+        with pytest.raises(REPLError):
+            ex.execute(code, {"re": re})
 
 
 def test_endless_itertools_stop_at_the_timeout() -> None:

@@ -28,14 +28,22 @@ from .violations import ForbiddenAttributeError, ForbiddenWriteError, ResourceLi
 
 __all__ = [
     "BLOCKED_ATTRIBUTES",
+    "CLASS_DUNDERS",
     "MAX_INT_BITS",
     "MAX_SEQUENCE_ITEMS",
+    "OPERATOR_DUNDERS",
+    "OWN_DUNDERS",
+    "REFUSED_DUNDERS",
     "GuardedFormatter",
     "SafeType",
+    "check_bases",
     "checked_getattr",
+    "private_name_allowed",
     "register_module_proxies",
     "register_opaque",
+    "register_writable",
     "sandbox_classes",
+    "special_getattr",
     "write_guard",
 ]
 
@@ -82,7 +90,7 @@ def register_module_proxies(view: Callable[[types.ModuleType], Any], *proxy_type
 def _refuse_name(name: Any) -> None:
     if type(name) is not str:
         raise TypeError(f"attribute name must be a string, not {type(name).__name__}")
-    if name.startswith("_"):
+    if name.startswith("_") and name != "_":
         raise ForbiddenAttributeError(f'"{name}" is an invalid attribute name because it starts with "_"')
     if name in BLOCKED_ATTRIBUTES:
         raise ForbiddenAttributeError(f'"{name}" is a restricted name in the sandbox')
@@ -137,6 +145,8 @@ def refuse_str_format(obj: Any, name: str) -> Any:
 
 def checked_getattr(obj: Any, name: Any) -> Any:
     """``getattr`` with a name known only at run time (builtin ``getattr``, format fields)."""
+    if type(name) is str and name.startswith("_") and name != "_":
+        return special_getattr(obj, name)
     _refuse_name(name)
     if name in _FORMAT_BOUND:
         return guarded_getattr_format(obj, name)
@@ -163,8 +173,17 @@ def _two_args(args: tuple[Any, ...]) -> tuple[Any, Any]:
 
 
 def safe_hasattr(*args: Any) -> bool:
-    """The sandbox's ``hasattr``: True only for what ``getattr`` would hand out."""
+    """The sandbox's ``hasattr``: Python's answer, without handing anything out.
+
+    ``hasattr(data, '__len__')`` is how model code asks "is this sized"; the answer is a bool,
+    so any name is answered as Python would (an object's own ``__getattr__`` may run, as in
+    Python). Modules answer for their proxy.
+    """
     obj, name = _two_args(args)
+    if type(name) is str and name.startswith("_"):
+        if type(obj) is _Module:
+            obj = _proxy_for_module(obj)
+        return builtins.hasattr(obj, name)
     try:
         checked_getattr(obj, name)
     except AttributeError:
@@ -180,6 +199,13 @@ def upstream_hasattr(*args: Any) -> bool:
     return builtins.hasattr(obj, name)
 
 
+def safe_vars(*args: Any) -> Any:
+    """``vars(obj)``: the ``__dict__`` of objects the sandbox made (refused for host objects)."""
+    if len(args) != 1:
+        raise TypeError("vars() in the sandbox takes exactly one argument (use dir() for names)")
+    return special_getattr(args[0], "__dict__")
+
+
 def safe_dir(*args: Any) -> list[str]:
     """``dir(obj)`` without private names; ``dir()`` lists the session's variables."""
     if not args:
@@ -189,7 +215,9 @@ def safe_dir(*args: Any) -> list[str]:
     (obj,) = args
     if type(obj) is _Module:
         obj = _proxy_for_module(obj)
-    return [n for n in builtins.dir(obj) if not n.startswith("_") and n not in BLOCKED_ATTRIBUTES]
+    if isinstance(obj, _PROXY_TYPES):
+        return builtins.dir(obj)
+    return [n for n in builtins.dir(obj) if n not in BLOCKED_ATTRIBUTES]
 
 
 def session_dir(session: Session) -> Callable[..., list[str]]:
@@ -204,6 +232,200 @@ def session_dir(session: Session) -> Callable[..., list[str]]:
 
     dir_.__name__ = dir_.__qualname__ = "dir"
     return dir_
+
+
+# --- names starting with "_" ---------------------------------------------------------------
+
+_INFO_DUNDERS = frozenset({"__name__", "__qualname__", "__doc__", "__module__"})
+"""Plain descriptive strings every object may show (``type(x).__name__``, ``f.__doc__``)."""
+
+OPERATOR_DUNDERS = frozenset(
+    {
+        "__len__", "__iter__", "__next__", "__reversed__", "__contains__", "__getitem__",
+        "__missing__", "__eq__", "__ne__", "__lt__", "__le__", "__gt__", "__ge__", "__hash__",
+        "__bool__", "__str__", "__repr__", "__format__", "__call__", "__add__", "__radd__",
+        "__sub__", "__rsub__", "__truediv__", "__rtruediv__", "__floordiv__", "__rfloordiv__",
+        "__mod__", "__rmod__", "__divmod__", "__rdivmod__", "__neg__", "__pos__", "__abs__",
+        "__invert__", "__and__", "__rand__", "__or__", "__ror__", "__xor__", "__rxor__",
+        "__rshift__", "__rrshift__", "__index__", "__int__", "__float__", "__complex__",
+        "__round__", "__trunc__", "__floor__", "__ceil__", "__matmul__", "__rmatmul__",
+        "__length_hint__", "__sizeof__", "__fspath__",
+    }
+)  # fmt: skip
+"""Special methods that only compute (what an operator or builtin call would run anyway)."""
+
+OWN_DUNDERS = frozenset(
+    {
+        "__init__", "__new__", "__post_init__", "__init_subclass__", "__set_name__",
+        "__setitem__", "__delitem__", "__enter__", "__exit__", "__mul__", "__rmul__",
+        "__pow__", "__rpow__", "__lshift__", "__rlshift__", "__iadd__", "__isub__",
+        "__imul__", "__itruediv__", "__ifloordiv__", "__imod__", "__ipow__", "__ilshift__",
+        "__irshift__", "__iand__", "__ior__", "__ixor__", "__imatmul__", "__class_getitem__",
+        "__get__", "__set__", "__delete__", "__aenter__", "__aexit__", "__copy__",
+        "__deepcopy__", "__replace__", "__match_args__", "__slots__", "__dataclass_fields__",
+        "__dataclass_params__", "__annotations__", "__wrapped__",
+    }
+)  # fmt: skip
+"""Special names readable only where sandboxed code defined them (they mutate, build objects or
+grow numbers past the size guards when found on a host type: ``int.__pow__``)."""
+
+REFUSED_DUNDERS = frozenset(
+    {
+        "__getattribute__",
+        "__getattr__",
+        "__setattr__",
+        "__delattr__",
+        "__del__",
+        "__reduce__",
+        "__reduce_ex__",
+        "__getstate__",
+        "__setstate__",
+        "__getnewargs__",
+        "__getnewargs_ex__",
+        "__subclasses__",
+        "__subclasshook__",
+        "__globals__",
+        "__code__",
+        "__closure__",
+        "__builtins__",
+        "__import__",
+        "__build_class__",
+        "__loader__",
+        "__spec__",
+        "__file__",
+        "__cached__",
+        "__path__",
+        "__self__",
+        "__func__",
+        "__base__",
+        "__bases__",
+        "__mro__",
+        "__mro_entries__",
+        "__prepare__",
+        "__instancecheck__",
+        "__subclasscheck__",
+        "__weakref__",
+        "__traceback__",
+        "__context__",
+        "__cause__",
+        "__defaults__",
+        "__kwdefaults__",
+        "__objclass__",
+        "__metaclass__",
+        "__dir__",
+    }
+)
+"""Special names that lead out of the sandbox (classes of every object, function globals and
+code, host frames, guard bypasses such as ``object.__setattr__``): refused on every object."""
+
+
+CLASS_DUNDERS = OPERATOR_DUNDERS | OWN_DUNDERS | {"__doc__", "__qualname__"}
+"""Special names a sandboxed class may define (in its body or in ``type(name, bases, dict)``)."""
+
+
+def private_name_allowed(name: str) -> bool:
+    """A ``_name`` sandboxed code may bind: not one of the guards' own (``_getattr_``, ``_print``,
+    ``_rlm...``: they end with ``_`` or are spelled so), never a special ``__name__``."""
+    if name.startswith("__") and name.endswith("__"):
+        return False
+    return not (name.endswith("_") or name == "_print" or name.startswith("_rlm"))
+
+
+def _sandbox_defined(cls: type, name: str) -> bool:
+    """Whether ``name`` is found on ``cls`` in a class sandboxed code created."""
+    for klass in cls.__mro__:
+        if name in klass.__dict__:
+            return klass in _sandbox_classes
+    return False
+
+
+def _own(obj: Any, name: str) -> bool:
+    """Whether ``obj.name`` is something sandboxed code defined on its own object or class."""
+    if isinstance(obj, builtins.type):
+        return obj in _sandbox_classes and _sandbox_defined(obj, name)
+    cls = builtins.type(obj)
+    if cls not in _sandbox_classes:
+        return isinstance(obj, builtins.super) and _super_own(obj, name)
+    own = getattr(obj, "__dict__", None)
+    if type(own) is dict and name in own:
+        return True
+    return _sandbox_defined(cls, name)
+
+
+def _super_own(obj: builtins.super, name: str) -> bool:
+    """``super().name`` inside a sandboxed class: bound to its own instance (``__init__``...)."""
+    start = getattr(obj, "__thisclass__", None)
+    if start not in _sandbox_classes:
+        return False
+    return name in OWN_DUNDERS and name not in {"__wrapped__", "__annotations__"}
+
+
+_ON_OWN_OBJECTS = frozenset({"__init__", "__new__", "__setattr__", "__delattr__"})
+
+
+def _on_own_objects(method: Any, name: str) -> Callable[..., Any]:
+    """``Base.__init__(self, ...)`` / ``object.__setattr__(self, k, v)`` for a host ``Base``.
+
+    The usual spelling of a base-class call in a sandboxed class (an exception's
+    ``Exception.__init__(self, msg)``, a frozen dataclass's ``object.__setattr__``): applied
+    to an object (for ``__new__``: a class) sandboxed code created it works, on anything else
+    it is refused, and ``__setattr__`` / ``__delattr__`` still take no special names.
+    """
+
+    def on_own(target: Any, *args: Any, **kwargs: Any) -> Any:
+        own = target in _sandbox_classes if name == "__new__" else type(target) in _sandbox_classes
+        if not own:
+            raise ForbiddenAttributeError(
+                f"{name} of a built-in class applies only to classes and objects defined in the sandbox"
+            )
+        if name in ("__setattr__", "__delattr__") and args:
+            key = args[0]
+            if type(key) is not str or (key.startswith("__") and key.endswith("__")):
+                raise ForbiddenAttributeError(f"{name} cannot set special names in the sandbox")
+        return method(target, *args, **kwargs)
+
+    on_own.__name__ = on_own.__qualname__ = name
+    return on_own
+
+
+def special_getattr(obj: Any, name: str) -> Any:
+    """``obj._x`` / ``obj.__x__``: the reads that cannot lead out, as Python answers them.
+
+    Descriptive dunders (``__name__``, ``__doc__``...) and computing special methods are read on
+    any object; ``__class__`` is ``type(obj)`` as the sandbox shows it; ``__dict__``, single
+    underscore names and mutating specials only where sandboxed code defined them (its own
+    instances and classes, ``super()`` in its own methods). Everything in
+    :data:`REFUSED_DUNDERS` (and any special name not listed) is refused.
+    """
+    if type(obj) is _Module:
+        obj = _proxy_for_module(obj)
+    dunder = name.startswith("__") and name.endswith("__") and len(name) > 4
+    if not dunder:
+        if _own(obj, name):
+            return getattr(obj, name)
+        raise ForbiddenAttributeError(
+            f'"{name}" is an invalid attribute name because it starts with "_" '
+            "(private names work only on objects of classes defined in the sandbox)"
+        )
+    if name == "__class__":
+        return _reveal(builtins.type(obj))
+    if name in _INFO_DUNDERS or name in OPERATOR_DUNDERS:
+        value = getattr(obj, name)
+        if type(value) is _Module:
+            return _proxy_for_module(value)
+        return value
+    if name == "__dict__":
+        if builtins.type(obj) in _sandbox_classes:
+            return obj.__dict__
+    elif name in OWN_DUNDERS and _own(obj, name):
+        return getattr(obj, name)
+    elif name in _ON_OWN_OBJECTS and isinstance(obj, builtins.type):
+        return _on_own_objects(getattr(obj, name), name)
+    if name in OWN_DUNDERS or name == "__dict__":
+        raise ForbiddenAttributeError(
+            f'"{name}" is readable only on classes and objects defined in the sandbox'
+        )
+    raise ForbiddenAttributeError(f'"{name}" is a restricted name in the sandbox')
 
 
 # --- str.format -----------------------------------------------------------------------------
@@ -269,11 +491,7 @@ _sandbox_classes: weakref.WeakSet[type] = weakref.WeakSet()
 _ITEM_WRITABLE = (dict, list, bytearray, collections.deque)
 
 
-def safe_super(*args: Any) -> Any:
-    """``super`` for sandboxed classes only (never past a host class that guards by overriding).
-
-    The compiler turns ``super()`` inside a method into ``super(__class__, self)``.
-    """
+def _checked_super(*args: Any) -> Any:
     if len(args) != 2:
         raise TypeError("super() in the sandbox works inside methods, or as super(Class, obj)")
     cls, obj = args
@@ -282,9 +500,45 @@ def safe_super(*args: Any) -> Any:
     return builtins.super(cls, obj)
 
 
+class _SuperMeta(type):
+    """Makes :class:`safe_super` answer ``super(...)`` and ``isinstance(x, super)`` like ``super``."""
+
+    def __call__(cls, *args: Any, **kwargs: Any) -> Any:
+        if kwargs:
+            raise TypeError("super() takes no keyword arguments")
+        return _checked_super(*args)
+
+    def __instancecheck__(cls, obj: Any) -> bool:
+        return isinstance(obj, builtins.super)
+
+    def __subclasscheck__(cls, sub: Any) -> bool:
+        return issubclass(sub, builtins.super)
+
+    def __repr__(cls) -> str:
+        return "<class 'super'>"
+
+
+class safe_super(metaclass=_SuperMeta):
+    """``super`` for sandboxed classes only (never past a host class that guards by overriding).
+
+    The compiler turns ``super()`` inside a method into ``super(__class__, self)``. A class
+    (shown as ``<class 'super'>``) that is never instantiated: calling it returns a real
+    ``super`` object.
+    """
+
+
 def sandbox_classes() -> weakref.WeakSet[type]:
     """Classes created by sandboxed ``class`` statements (their objects are writable)."""
     return _sandbox_classes
+
+
+_EXTRA_WRITABLE: dict[type, Callable[[Any], bool]] = {}
+
+
+def register_writable(cls: type, check: Callable[[Any], bool]) -> None:
+    """Objects of host class ``cls`` that sandboxed code may modify when ``check`` says so
+    (a session's own ``decimal.Context``: never the module-wide templates)."""
+    _EXTRA_WRITABLE[cls] = check
 
 
 def write_guard(ob: Any) -> Any:
@@ -302,20 +556,40 @@ def write_guard(ob: Any) -> Any:
             return ob
     elif isinstance(ob, _ITEM_WRITABLE):
         return ob
+    if t is types.FunctionType and ob.__code__.co_filename.startswith("<rlm-repl-"):
+        return ob  # a function sandboxed code defined: its attributes are its own
+    check = _EXTRA_WRITABLE.get(t)
+    if check is not None and check(ob):
+        return ob
     kind = "module" if isinstance(ob, _PROXY_TYPES) else t.__name__
     raise ForbiddenWriteError(f"cannot modify {kind!r} objects in the sandbox")
 
 
-def safe_setattr(obj: Any, name: Any, value: Any) -> None:
-    """The sandbox's ``setattr``: same name rules as attribute reads, same write guard."""
+def _refuse_write_name(obj: Any, name: Any) -> None:
+    """Private names may be written on sandbox-made objects; special names never."""
+    own = builtins.type(obj) in _sandbox_classes or (
+        isinstance(obj, builtins.type) and obj in _sandbox_classes
+    )
+    if type(name) is str and name.startswith("_") and not name.startswith("__") and own:
+        return
     _refuse_name(name)
+
+
+def safe_setattr(obj: Any, name: Any, value: Any) -> None:
+    """The sandbox's ``setattr``: same name rules as attribute writes, same write guard."""
+    _refuse_write_name(obj, name)
     setattr(write_guard(obj), name, value)
 
 
 def safe_delattr(obj: Any, name: Any) -> None:
     """The sandbox's ``delattr``."""
-    _refuse_name(name)
+    _refuse_write_name(obj, name)
     delattr(write_guard(obj), name)
+
+
+def pattern_values(*values: Any) -> Any:
+    """The dotted names of one ``match`` statement's patterns, read through the guards first."""
+    return types.SimpleNamespace(**{f"v{i}": v for i, v in enumerate(values)})
 
 
 # --- classes and type() -----------------------------------------------------------------------
@@ -353,6 +627,8 @@ class SafeType(metaclass=_TypeMeta):
 def _reveal(t: type) -> type:
     if issubclass(t, builtins.type):
         return SafeType
+    if t is builtins.super:
+        return safe_super
     if issubclass(t, _PROXY_TYPES):
         return types.ModuleType
     return t
@@ -369,26 +645,34 @@ def register_opaque(cls: type) -> None:
 def _type_new(name: Any, bases: Any, ns: Any) -> type:
     if type(name) is not str or type(bases) is not tuple or type(ns) is not dict:
         raise TypeError("type(name, bases, dict) needs a str, a tuple and a dict")
-    private = sorted(k for k in ns if not isinstance(k, str) or k.startswith("_"))
-    if private:
+    refused = sorted(
+        repr(k)
+        for k in ns
+        if not isinstance(k, str)
+        or (k.startswith("_") and k not in CLASS_DUNDERS and not private_name_allowed(k))
+    )
+    if refused:
         raise ForbiddenAttributeError(
-            f"type(): class attribute names may not start with '_' in the sandbox: {private}"
+            f"type(): these class attribute names are not allowed in the sandbox: {', '.join(refused)}"
         )
     ns = dict(ns)
     ns["__module__"] = "builtins"  # as when 2fb46cc's code calls type(): shown as <class 'X'>
     return sandbox_metaclass(name, bases, ns)
 
 
-def sandbox_metaclass(name: str, bases: tuple[Any, ...], ns: dict[str, Any], **kw: Any) -> type:
-    """``__metaclass__``: every sandboxed ``class`` statement builds its class here."""
-    if kw:
-        raise TypeError("class keyword arguments are not supported in the sandbox")
+def check_bases(bases: tuple[Any, ...]) -> None:
+    """Refuse bases a sandboxed class may not have: non-classes, metaclasses, guard classes."""
     for base in bases:
         if not isinstance(base, builtins.type):
             raise TypeError(f"cannot subclass {base!r}: it is not a class")
         if issubclass(base, builtins.type) or base in _OPAQUE_BASES:
             raise ForbiddenWriteError(f"cannot subclass {base.__name__!r} in the sandbox")
-    cls = builtins.type(name, bases, ns)
+
+
+def sandbox_metaclass(name: str, bases: tuple[Any, ...], ns: dict[str, Any], **kw: Any) -> type:
+    """``__metaclass__``: every sandboxed ``class`` statement builds its class here."""
+    check_bases(bases)
+    cls = builtins.type(name, bases, ns, **kw)
     _sandbox_classes.add(cls)
     return cls
 
@@ -489,3 +773,4 @@ def safe_iter(obj: Any, *sentinel: Any) -> Iterator[Any]:
 
 
 register_opaque(callable_iterator)
+register_opaque(safe_super)

@@ -11,6 +11,7 @@ the memory guard cover it and nothing the code raises escapes as anything but a 
 
 from __future__ import annotations
 
+import contextvars
 import dis
 import math
 from types import ModuleType
@@ -60,6 +61,8 @@ class InlineRunner:
         self._texts = Texts(profile)
         self._options = CompileOptions.from_profile(profile)
         self._session = Session()
+        self._contextvars = contextvars.Context()
+        self._entered = False
         self._builtins = session_builtins(profile, self._session)
         self._hot = {k: self._builtins[k] for k in _HOT_NAMES if k in self._builtins}
         self._timeout = config.timeout
@@ -164,7 +167,7 @@ class InlineRunner:
                 for key, value in self._hot.items():
                     hot[key] = env.get(key, _ABSENT)
                     env[key] = value
-            outcome, signal = run_with_deadline(lambda: body(namespace), deadline)
+            outcome, signal = run_with_deadline(lambda: self._in_own_context(body, namespace), deadline)
         finally:
             LOCAL.state = previous
             for key, module, proxy in swapped:
@@ -190,6 +193,20 @@ class InlineRunner:
                 raise REPLError(self._texts.memory(self.config.limits.memory_mb, where))
             raise REPLTimeoutError(self._texts.timeout(seconds, where))
         return outcome
+
+    def _in_own_context(self, body: Any, namespace: dict[str, Any]) -> Any:
+        """Run ``body`` in the session's own context variables (``decimal.getcontext()``...).
+
+        So ``getcontext().prec = 50`` lasts for the session's later steps and never reaches the
+        host's thread, nor another session running in it.
+        """
+        if self._entered:
+            return body(namespace)
+        self._entered = True
+        try:
+            return self._contextvars.run(body, namespace)
+        finally:
+            self._entered = False
 
     def _run(
         self,
@@ -239,7 +256,7 @@ class InlineRunner:
         except BaseException as inner:  # a sandboxed exception class may break str()
             if is_real_interrupt(inner):
                 raise
-            message = f"<unprintable {type(exc).__name__}>"
+            message = f"<unprintable {type(exc).__name__}: str() raised {type(inner).__name__}>"
         name = exc.display_name if isinstance(exc, SandboxViolation) else type(exc).__name__
         where = (
             user_line(exc.__traceback__, compiled.filename, program.line_map, program.blocks)

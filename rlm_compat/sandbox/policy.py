@@ -14,8 +14,11 @@ from __future__ import annotations
 import builtins
 import collections
 import datetime as _datetime
+import dis
 import functools
 import operator
+import sys
+import types
 from collections.abc import Callable
 from typing import Any
 
@@ -43,6 +46,7 @@ from .guards import (
     guarded_lshift,
     guarded_mul,
     guarded_pow,
+    pattern_values,
     refuse_str_format,
     safe_delattr,
     safe_dir,
@@ -51,9 +55,11 @@ from .guards import (
     safe_iter,
     safe_setattr,
     safe_super,
+    safe_vars,
     sandbox_classes,
     sandbox_metaclass,
     session_dir,
+    special_getattr,
     upstream_hasattr,
     write_guard,
 )
@@ -73,7 +79,7 @@ from .output import (
     session_show,
     show,
 )
-from .violations import ForbiddenImportError, SandboxKeyboardInterrupt
+from .violations import ForbiddenImportError, SandboxFileError, SandboxKeyboardInterrupt
 
 __all__ = [
     "BLOCKED_ATTRIBUTES",
@@ -95,10 +101,70 @@ _PLAIN_TYPES = frozenset({str, bytes, list, dict, tuple, set, frozenset, int, fl
 # --- imports --------------------------------------------------------------------------------
 
 
+_IMPORT_NAME = dis.opmap["IMPORT_NAME"]
+
+_STDLIB_INTERNAL = frozenset(
+    {
+        "time",
+        "_strptime",
+        "calendar",
+        "locale",
+        "linecache",
+        "warnings",
+        "tokenize",
+        "unicodedata",
+        "numbers",
+        "collections",
+        "decimal",
+        "_pydecimal",
+        "fractions",
+        "copyreg",
+        "re",
+        "string",
+        "encodings",
+        "codecs",
+        "_datetime",
+        "datetime",
+        "operator",
+        "math",
+        "contextvars",
+    }
+)
+"""Modules the standard library's C code imports for itself while sandboxed code calls it
+(``date.strftime`` imports ``time``, ``datetime.strptime`` imports ``_strptime``, a warning's
+display ``linecache``). Those imports return the module to that C code, never to the sandbox."""
+
+
+def _is_model_import() -> bool:
+    """Whether the ``__import__`` call comes from an ``import`` statement of sandboxed code.
+
+    C code imports through the builtins of the innermost Python frame (``PyImport_Import``),
+    which during a sandboxed call is the sandboxed frame; its current instruction then is the
+    call into C, not ``IMPORT_NAME``.
+    """
+    frame: types.FrameType | None = sys._getframe(2)
+    while frame is not None and frame.f_code.co_filename == __file__:
+        frame = frame.f_back
+    if frame is None:
+        return True
+    code = frame.f_code.co_code
+    lasti = frame.f_lasti
+    return not (0 <= lasti < len(code)) or code[lasti] == _IMPORT_NAME
+
+
+def _internal_import(name: str, fromlist: Any, level: int) -> Any:
+    if level == 0 and name in _STDLIB_INTERNAL:
+        return builtins.__import__(name, None, None, fromlist, 0)
+    raise ForbiddenImportError(f"the standard library's import of {name!r} is not allowed in the sandbox")
+
+
 def guarded_import(
     name: str, globals: Any = None, locals: Any = None, fromlist: Any = (), level: int = 0
 ) -> Any:
-    """``__import__``: allowlisted modules only, handed out as their proxies."""
+    """``__import__``: allowlisted modules only, handed out as their proxies; the standard
+    library's own imports during a call (see :data:`_STDLIB_INTERNAL`) are not the model's."""
+    if not _is_model_import():
+        return _internal_import(name, fromlist, level)
     allowed = ", ".join(ALLOWED_MODULES)
     if level:
         raise ForbiddenImportError(f"relative imports are not allowed; allowed modules: {allowed}")
@@ -107,7 +173,11 @@ def guarded_import(
             f"import of {name!r} is not allowed in the sandbox; allowed modules: {allowed}"
         )
     proxy = module_proxy(name)
+    if not fromlist and "." in name:
+        proxy = module_proxy(name.partition(".")[0])
     for attr in fromlist or ():
+        if attr == "*":
+            continue
         if not isinstance(attr, str) or attr.startswith("_") or attr not in builtins.dir(proxy):
             raise ForbiddenImportError(
                 f"cannot import name {attr!r} from {name!r} in the sandbox; "
@@ -122,10 +192,21 @@ def session_import(session_random: SessionRandom) -> Callable[..., Any]:
     def import_(
         name: str, globals: Any = None, locals: Any = None, fromlist: Any = (), level: int = 0
     ) -> Any:
+        if not _is_model_import():
+            return _internal_import(name, fromlist, level)
         proxy = guarded_import(name, globals, locals, fromlist, level)
         return session_random if proxy is SESSION_RANDOM else proxy
 
     return import_
+
+
+def no_open(*args: Any, **kwargs: Any) -> Any:
+    """``open``: there is no file system in the sandbox; the data is in ``context``."""
+    raise SandboxFileError(
+        "open() is not available in the sandbox: there are no files here. The data you were "
+        "given is in the variable `context` (print(type(context), len(context)) to see it); "
+        "wrap text in io.StringIO(...) where a file object is needed."
+    )
 
 
 # --- the builtins mapping -------------------------------------------------------------------
@@ -187,7 +268,28 @@ _EXTRA_EXCEPTIONS = (
     "TimeoutError",
     "ModuleNotFoundError",
     "StopAsyncIteration",
+    "BaseExceptionGroup",
+    "ExceptionGroup",
+    "BlockingIOError",
+    "BrokenPipeError",
+    "ChildProcessError",
+    "ConnectionAbortedError",
+    "ConnectionError",
+    "ConnectionRefusedError",
+    "ConnectionResetError",
+    "EncodingWarning",
+    "FileExistsError",
+    "FileNotFoundError",
+    "InterruptedError",
+    "IsADirectoryError",
+    "NotADirectoryError",
+    "PermissionError",
+    "ProcessLookupError",
+    "ResourceWarning",
 )
+"""Exception classes beyond RestrictedPython's (those missing on the running Python skipped)."""
+
+_FIXED_EXTRA_FUNCTIONS = ("memoryview", "aiter", "anext")
 
 _UPSTREAM_NAMES = (
     "None",
@@ -257,10 +359,23 @@ def _injected() -> dict[str, Any]:
 
 
 @functools.cache
+def _warm_stdlib_caches() -> None:
+    """Make the C datetime module's one-time import of ``_strptime`` happen now, in host code.
+
+    On Python 3.10-3.12 ``datetime.strptime`` imports ``_strptime`` through the calling frame's
+    ``__import__`` the first time any code in the process calls it, then keeps it: whether a
+    sandboxed ``strptime`` works would depend on what the host did before. Warmed here, it
+    always works (3.13 imports on every call, through :data:`_STDLIB_INTERNAL`).
+    """
+    _datetime.datetime.strptime("2000", "%Y")
+
+
+@functools.cache
 def builtins_for(profile: Profile) -> dict[str, Any]:
     """The ``__builtins__`` mapping for ``profile``: built once, shared, never handed out."""
     from .deadline import deadline_tick, generator_tick
 
+    _warm_stdlib_caches()
     b: dict[str, Any] = {name: getattr(builtins, name) for name in _UPSTREAM_NAMES}
     b.update({name: getattr(builtins, name) for name in _RP_EXCEPTIONS})
     b["KeyboardInterrupt"] = SandboxKeyboardInterrupt
@@ -278,8 +393,15 @@ def builtins_for(profile: Profile) -> dict[str, Any]:
         b["hasattr"] = upstream_hasattr
     else:
         b.update({name: getattr(builtins, name) for name in _FIXED_EXTRA_NAMES})
-        b.update({name: getattr(builtins, name) for name in _EXTRA_EXCEPTIONS})
-        b.update(getattr=safe_getattr, hasattr=safe_hasattr, dir=safe_dir)
+        b.update(
+            {
+                n: getattr(builtins, n)
+                for n in _EXTRA_EXCEPTIONS + _FIXED_EXTRA_FUNCTIONS
+                if hasattr(builtins, n)
+            }
+        )
+        b.update(getattr=safe_getattr, hasattr=safe_hasattr, dir=safe_dir, open=no_open, vars=safe_vars)
+        b.update(_rlm_special_=special_getattr, _rlm_patterns_=pattern_values)
     if profile.rp_utility_builtins:
         b.update(
             string=rp_string_proxy(),

@@ -35,7 +35,7 @@ from RestrictedPython.transformer import (
 )
 
 from ..profiles import Profile
-from .guards import BLOCKED_ATTRIBUTES
+from .guards import BLOCKED_ATTRIBUTES, CLASS_DUNDERS, REFUSED_DUNDERS, private_name_allowed
 from .warnguard import quiet_compile
 
 __all__ = [
@@ -63,32 +63,6 @@ def _rp9() -> bool:
 _RUN_TAGS = frozenset({"", "python", "py", "python3", "py3", "repl"})
 _OPEN = re.compile(r"^([ \t]{0,3})(`{3,}|~{3,})[ \t]*([^\s`]*)[^`]*$")
 _TRAILING_KEYWORDS = ("=", "import", "def", "class", "if", "for", "while", "with")
-
-_EXTRA_DUNDERS = frozenset(
-    {
-        "__len__",
-        "__iter__",
-        "__next__",
-        "__getitem__",
-        "__setitem__",
-        "__delitem__",
-        "__hash__",
-        "__bool__",
-        "__call__",
-        "__add__",
-        "__sub__",
-        "__mul__",
-        "__truediv__",
-        "__floordiv__",
-        "__mod__",
-        "__neg__",
-        "__radd__",
-        "__rsub__",
-        "__rmul__",
-    }
-)
-"""Special methods a sandboxed class may define beyond RestrictedPython's few (no __str__,
-__repr__, __del__, __getattr__, __exit__...: host code may call those after the deadline)."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -216,6 +190,8 @@ class SandboxTransformer(RestrictingNodeTransformer):
         self.opts = opts
         self.issues: list[CompileIssue] = []
         self._collector_modes = [opts.module_print_collector]
+        self._scopes = ["module"]
+        self._class_names: list[str] = []
 
     def error(self, node: ast.AST, info: str) -> None:
         super().error(node, info)
@@ -227,11 +203,116 @@ class SandboxTransformer(RestrictingNodeTransformer):
 
     def check_name(self, node: Any, name: str | None, allow_magic_methods: bool = False) -> None:
         if name is not None and not self.opts.rp_syntax_only:
-            if allow_magic_methods and name in _EXTRA_DUNDERS and node.col_offset != 0:
+            if name.startswith("_") and _name_allowed(name, self._scopes[-1], node):
                 return
             if name == "printed" and not self._collecting():
                 return
         super().check_name(node, name, allow_magic_methods)
+
+    def _scoped(self, kind: str, node: Any, class_name: str | None = None) -> Any:
+        self._scopes.append(kind)
+        if class_name is not None:
+            self._class_names.append(class_name)
+        try:
+            return self.node_contents_visit(node)
+        finally:
+            self._scopes.pop()
+            if class_name is not None:
+                self._class_names.pop()
+
+    def visit_ClassDef(self, node: ast.ClassDef) -> Any:
+        if self.opts.rp_syntax_only:
+            return super().visit_ClassDef(node)
+        self.check_name(node, node.name)
+        if any(k.arg == "metaclass" for k in node.keywords):
+            self.error(node, 'The keyword argument "metaclass" is not allowed.')
+        self._scoped("class", node, node.name)
+        node.keywords = [*node.keywords, ast.keyword("metaclass", ast.Name("__metaclass__", ast.Load()))]
+        meta = node.keywords[-1]
+        ast.copy_location(meta, node)
+        ast.copy_location(meta.value, node)
+        return node
+
+    def visit_Lambda(self, node: ast.Lambda) -> Any:
+        if self.opts.rp_syntax_only:
+            return super().visit_Lambda(node)
+        self.check_function_argument_names(node)
+        return self._scoped("function", node)
+
+    def _refuse_async(self, node: ast.AST) -> Any:
+        if self.opts.rp_syntax_only:
+            self.not_allowed(node)
+            return None
+        self.error(node, _ASYNC_REFUSED)
+        return None
+
+    visit_AsyncFunctionDef = _refuse_async
+    visit_Await = _refuse_async
+    visit_AsyncFor = _refuse_async
+    visit_AsyncWith = _refuse_async
+
+    # --- match statements (fixed profile only; RestrictedPython refuses them) ---------------
+
+    def visit_Match(self, node: ast.Match) -> Any:
+        if self.opts.rp_syntax_only:
+            return self.generic_visit(node)
+        return self.node_contents_visit(node)
+
+    def visit_match_case(self, node: ast.match_case) -> Any:
+        return self.node_contents_visit(node)
+
+    def visit_MatchValue(self, node: ast.MatchValue) -> Any:
+        if isinstance(node.value, ast.Attribute):
+            self._pattern_names(node.value)
+            return node
+        return self.node_contents_visit(node)
+
+    def visit_MatchSingleton(self, node: ast.MatchSingleton) -> Any:
+        return node
+
+    def visit_MatchSequence(self, node: ast.MatchSequence) -> Any:
+        return self.node_contents_visit(node)
+
+    def visit_MatchStar(self, node: ast.MatchStar) -> Any:
+        self.check_name(node, node.name)
+        return node
+
+    def visit_MatchMapping(self, node: ast.MatchMapping) -> Any:
+        self.check_name(node, node.rest)
+        for key in node.keys:
+            if isinstance(key, ast.Attribute):
+                self._pattern_names(key)
+        node.patterns = [self.visit(p) for p in node.patterns]
+        return node
+
+    def visit_MatchClass(self, node: ast.MatchClass) -> Any:
+        self._pattern_names(node.cls)
+        for attr in node.kwd_attrs:
+            if attr.startswith("_") and attr not in _PATTERN_DUNDERS:
+                self.error(
+                    node,
+                    f'"{attr}" is an invalid attribute name in a class pattern because it starts with "_".',
+                )
+        node.patterns = [self.visit(p) for p in node.patterns]
+        node.kwd_patterns = [self.visit(p) for p in node.kwd_patterns]
+        return node
+
+    def visit_MatchAs(self, node: ast.MatchAs) -> Any:
+        self.check_name(node, node.name)
+        return self.node_contents_visit(node)
+
+    def visit_MatchOr(self, node: ast.MatchOr) -> Any:
+        return self.node_contents_visit(node)
+
+    def _pattern_names(self, expr: ast.expr) -> None:
+        """A dotted name in a pattern (``case Color.RED``): read natively, so vetted here and
+        read through the guards before the ``match`` (see :class:`_MatchValues`)."""
+        while isinstance(expr, ast.Attribute):
+            if expr.attr.startswith("_") or expr.attr in BLOCKED_ATTRIBUTES:
+                self.error(expr, f'"{expr.attr}" is not allowed in a pattern.')
+            expr = expr.value
+        if isinstance(expr, ast.Name):
+            self.check_name(expr, expr.id)
 
     def visit_Name(self, node: ast.Name) -> Any:
         if node.id in FORBIDDEN_FUNC_NAMES and not self._collecting():
@@ -248,6 +329,7 @@ class SandboxTransformer(RestrictingNodeTransformer):
         self.check_function_argument_names(node)
         collecting = self.opts.function_print_collector
         self._collector_modes.append(collecting)
+        self._scopes.append("function")
         try:
             with self.print_info.new_print_scope():
                 node = self.node_contents_visit(node)
@@ -255,6 +337,7 @@ class SandboxTransformer(RestrictingNodeTransformer):
                     self.inject_print_collector(node)
         finally:
             self._collector_modes.pop()
+            self._scopes.pop()
         return node
 
     def visit_Attribute(self, node: ast.Attribute) -> Any:
@@ -269,6 +352,8 @@ class SandboxTransformer(RestrictingNodeTransformer):
             return read
         if node.attr in BLOCKED_ATTRIBUTES and node.attr not in _RP_INSPECT:
             self.error(node, f'"{node.attr}" is a restricted name in the sandbox.')
+        if node.attr.startswith("_") and node.attr != "_" and not self.opts.rp_syntax_only:
+            return self._special_attribute(node)
         new = super().visit_Attribute(node)
         if (
             isinstance(new, ast.Call)
@@ -277,6 +362,44 @@ class SandboxTransformer(RestrictingNodeTransformer):
         ):
             new.func.id = "_rlm_getattr_format_"
         return new
+
+    def _special_attribute(self, node: ast.Attribute) -> Any:
+        """``obj._x`` / ``obj.__x__``: reads go through ``_rlm_special_`` (see
+        guards.special_getattr); writes of private names through ``_write_``; never a special
+        name written, nor one of :data:`~.guards.REFUSED_DUNDERS` read."""
+        attr = node.attr
+        dunder = attr.startswith("__") and attr.endswith("__")
+        if attr.startswith("__") and not dunder and self._class_names:
+            attr = f"_{self._class_names[-1].lstrip('_')}{attr}"  # Python's private name mangling
+        if attr in REFUSED_DUNDERS:
+            self.error(node, f'"{attr}" is a restricted name in the sandbox.')
+            return node
+        if isinstance(node.ctx, ast.Load):
+            new = ast.Call(
+                func=ast.Name("_rlm_special_", ast.Load()),
+                args=[self.visit(node.value), ast.Constant(attr)],
+                keywords=[],
+            )
+            copy_locations(new, node)
+            return new
+        if dunder:
+            self.error(node, f'"{attr}" cannot be assigned or deleted in the sandbox.')
+            return node
+        target = ast.Call(func=ast.Name("_write_", ast.Load()), args=[self.visit(node.value)], keywords=[])
+        copy_locations(target, node.value)
+        new_attr = ast.Attribute(value=target, attr=attr, ctx=node.ctx)
+        copy_locations(new_attr, node)
+        return new_attr
+
+    def visit_ImportFrom(self, node: ast.ImportFrom) -> Any:
+        if not self.opts.rp_syntax_only and [a.name for a in node.names] == ["*"]:
+            return node  # binds the public names of an allowlisted module's proxy, as Python does
+        return super().visit_ImportFrom(node)
+
+    def visit_TryStar(self, node: Any) -> Any:
+        if self.opts.rp_syntax_only:
+            return self.generic_visit(node)
+        return self.node_contents_visit(node)
 
     def visit_Subscript(self, node: ast.Subscript) -> Any:
         # Reads need no guard (``_getitem_`` would be plain ``obj[key]``); writes keep ``_write_``.
@@ -315,6 +438,9 @@ class SandboxTransformer(RestrictingNodeTransformer):
     def visit_AnnAssign(self, node: ast.AnnAssign) -> Any:
         if self.opts.rp_syntax_only:
             return super().generic_visit(node)
+        if self._scopes[-1] == "class":
+            # kept: the class's __annotations__ are what dataclasses and NamedTuple read
+            return self.node_contents_visit(node)
         new: ast.stmt
         if node.value is None:
             new = ast.Pass()
@@ -331,6 +457,32 @@ class SandboxTransformer(RestrictingNodeTransformer):
 
 
 _RP_INSPECT = frozenset(BLOCKED_ATTRIBUTES - {"mro"})
+
+_PATTERN_DUNDERS = frozenset({"__name__", "__qualname__", "__doc__", "__module__"})
+"""Special names a class pattern may read (natively): descriptive strings only."""
+
+_ASYNC_REFUSED = (
+    "async def / await / async for / async with are not supported in the sandbox: no event loop "
+    "runs model code, so a coroutine could never be awaited; write plain functions."
+)
+
+
+def _name_allowed(name: str, scope: str, node: Any) -> bool:
+    """Names starting with ``_`` that sandboxed code may bind and read (fixed profile).
+
+    Private names (``_cache``, ``__x``) anywhere except the guards' own (they end with ``_``,
+    as ``_getattr_`` / ``_write_``, or are ``_print`` / ``_rlm...``); special names defined in a
+    class body (``def __repr__``, ``__radd__ = __add__``, ``__slots__``) except those that lead
+    out or let code run where the host does not expect it; ``__name__`` (``'__main__'``) and the
+    ``__class__`` cell of a method.
+    """
+    if name.startswith("__") and name.endswith("__"):
+        if name in REFUSED_DUNDERS:
+            return False
+        if name in ("__name__", "__class__") and isinstance(getattr(node, "ctx", None), ast.Load):
+            return True
+        return scope == "class" and (name in CLASS_DUNDERS or isinstance(node, ast.FunctionDef))
+    return private_name_allowed(name)
 
 
 def _is_super_init(node: ast.Attribute) -> bool:
@@ -506,11 +658,13 @@ class _HandlerTicks(ast.NodeTransformer):
         node.body.insert(0, self._tick(node))
         return node
 
-    def visit_Try(self, node: ast.Try) -> Any:
+    def visit_Try(self, node: Any) -> Any:
         self.generic_visit(node)
         if node.finalbody:
             node.finalbody.insert(0, self._tick(node.finalbody[0]))
         return node
+
+    visit_TryStar = visit_Try
 
     def visit_While(self, node: ast.While) -> Any:
         self.generic_visit(node)
@@ -520,6 +674,53 @@ class _HandlerTicks(ast.NodeTransformer):
             # watchdog thread run.
             node.body.insert(0, self._tick(node.body[0]))
         return node
+
+
+class _MatchValues(ast.NodeTransformer):
+    """Dotted names in patterns (``case Color.RED``, ``case mod.Point(x=0)``) are read natively
+    by the match machinery, and a value pattern hands the value to the subject's ``__eq__``.
+    So they are read through the guards just before the ``match`` statement, into a holder the
+    patterns then name (``case _rlm_mv_1.v0``), deleted afterwards."""
+
+    def __init__(self) -> None:
+        self._count = 0
+
+    def visit_Match(self, node: ast.Match) -> Any:
+        self.generic_visit(node)
+        reads: list[ast.expr] = []
+        holder = f"_rlm_mv_{self._count}"
+        for pattern in ast.walk(node):
+            if isinstance(pattern, ast.MatchValue) and isinstance(pattern.value, ast.Attribute):
+                pattern.value = self._swap(pattern.value, holder, reads)
+            elif isinstance(pattern, ast.MatchClass) and isinstance(pattern.cls, ast.Attribute):
+                pattern.cls = self._swap(pattern.cls, holder, reads)
+            elif isinstance(pattern, ast.MatchMapping):
+                pattern.keys = [
+                    self._swap(k, holder, reads) if isinstance(k, ast.Attribute) else k for k in pattern.keys
+                ]
+        if not reads:
+            return node
+        self._count += 1
+        store = ast.Assign(
+            targets=[ast.Name(holder, ast.Store())], value=_call("_rlm_patterns_", reads, node)
+        )
+        drop = ast.Delete(targets=[ast.Name(holder, ast.Del())])
+        guarded = ast.Try(body=[node], handlers=[], orelse=[], finalbody=[drop])
+        for new in (store, drop, guarded):
+            copy_locations(new, node)
+        return [store, ast.fix_missing_locations(guarded)]
+
+    @staticmethod
+    def _swap(expr: ast.Attribute, holder: str, reads: list[ast.expr]) -> ast.Attribute:
+        reads.append(_guarded_chain(expr))
+        new = ast.Attribute(value=ast.Name(holder, ast.Load()), attr=f"v{len(reads) - 1}", ctx=ast.Load())
+        return ast.fix_missing_locations(ast.copy_location(new, expr))
+
+
+def _guarded_chain(expr: ast.expr) -> ast.expr:
+    if isinstance(expr, ast.Attribute):
+        return _call("_getattr_", [_guarded_chain(expr.value), ast.Constant(expr.attr)], expr)
+    return expr
 
 
 class _RenameGuards(ast.NodeTransformer):
@@ -579,6 +780,8 @@ def _finish_tree(tree: ast.Module, opts: CompileOptions, source: str) -> ast.Mod
         tree = _FastPlain().visit(tree)
     if "super" in source:
         tree = _ZeroArgSuper().visit(tree)
+    if "match" in source and not opts.rp_syntax_only:
+        tree = _MatchValues().visit(tree)
     if "*" in source or "<<" in source or "pow" in source:
         tree = _SizeGuards().visit(tree)
     if "except" in source or "finally" in source or (_PY310 and "while" in source):

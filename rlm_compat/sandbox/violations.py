@@ -16,6 +16,7 @@ __all__ = [
     "ForbiddenWriteError",
     "MemorySignal",
     "ResourceLimitError",
+    "SandboxFileError",
     "SandboxKeyboardInterrupt",
     "SandboxViolation",
     "TimeoutSignal",
@@ -46,6 +47,12 @@ class ForbiddenWriteError(SandboxViolation, TypeError):
     display_name = "TypeError"
 
 
+class SandboxFileError(SandboxViolation, FileNotFoundError):
+    """``open()``: no file system is reachable (caught as ``OSError`` / ``FileNotFoundError``)."""
+
+    display_name = "FileNotFoundError"
+
+
 class ResourceLimitError(MemoryError):
     """A ``**`` / ``<<`` / ``*`` whose result would exceed the sandbox's size bound."""
 
@@ -63,5 +70,6 @@ class SandboxKeyboardInterrupt(KeyboardInterrupt):
     real Ctrl-C, so a step reports it as an error instead of letting it reach the caller."""
 
 
-SandboxKeyboardInterrupt.__module__ = "builtins"
+SandboxKeyboardInterrupt.__module__ = SandboxFileError.__module__ = "builtins"
+SandboxFileError.__name__ = SandboxFileError.__qualname__ = "FileNotFoundError"
 SandboxKeyboardInterrupt.__name__ = SandboxKeyboardInterrupt.__qualname__ = "KeyboardInterrupt"
