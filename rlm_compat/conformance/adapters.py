@@ -24,6 +24,7 @@ import warnings
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from ..errors import UnknownOptionWarning
 from ..profiles import Profile
 from . import compare as _compare
 from .driver import Backend, Driver, Emit, run_executor_case, run_loop_case, run_parser_functions
@@ -209,9 +210,12 @@ class ProfileBackend(Backend):
         from .. import core
 
         def new_rlm(kwargs: dict[str, Any], prompt_version: Any) -> core.RLM:
-            return core.RLM(
-                **kwargs, profile=self.profile, prompt_version=prompt_version, isolation=self.isolation
-            )
+            with warnings.catch_warnings():
+                # the recorded cases pass what 2fb46cc's callers passed (current_depth=...) on purpose
+                warnings.simplefilter("ignore", UnknownOptionWarning)
+                return core.RLM(
+                    **kwargs, profile=self.profile, prompt_version=prompt_version, isolation=self.isolation
+                )
 
         run_loop_case(core, new_rlm, case, emit, isa=True)
 
