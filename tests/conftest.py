@@ -7,18 +7,15 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import pytest
-from report_guard import pytest_runtest_makereport  # noqa: F401  (a failure's report stays short)
-from upstream_checkout import (  # noqa: F401  (the live tests' ysz/recursive-llm checkout)
-    pytest_collection_modifyitems,
-    pytest_configure,
-    pytest_report_header,
-)
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
 from rlm_compat.loopback import ScriptedChatServer
 
 ServerFactory = Callable[..., ScriptedChatServer]
+
+# Short failure reports; the live tests' upstream checkout; how tests are split over xdist workers.
+pytest_plugins = ("report_guard", "upstream_checkout", "xdist_plan")
 
 
 @pytest.fixture

@@ -7,7 +7,7 @@ more than ten minutes after the test had finished, so the run looked hung. Befor
 report, this hook cuts an oversized exception down to the first and last frames of each traceback
 and the outermost links of its chain, and says what it cut in a report section.
 
-tests/conftest.py loads it for the suite; ``-p report_guard`` loads it anywhere (tests/ on sys.path).
+tests/conftest.py loads it for the suite (``pytest_plugins``); ``-p report_guard`` loads it anywhere (tests/ on sys.path).
 """
 
 from __future__ import annotations
