@@ -3,9 +3,9 @@
 Tests are handed out one at a time, so a file of a few long tests (the drop-in suites) is shared
 by both workers instead of ending the run on one. Two exceptions:
 
-* a test that uses a module- or session-scoped fixture of this suite (a conformance run, a live
-  upstream driver, a worker-process fixture) stays in one group with the others that use it, so
-  the fixture is built once, not once per worker;
+* the tests of a file that uses a module- or session-scoped fixture of this suite (a conformance
+  run, a live upstream driver, a worker-process fixture) stay together on one worker, so the
+  fixture is built once, not once per worker;
 * the slowest files start first (measured with ``--durations``; with ``--no-loadscope-reorder``
   xdist keeps this order), so no worker is left with a long test while the other idles.
 """
@@ -25,18 +25,16 @@ SLOW_FIRST = (
 )
 
 
-def _shared_fixtures(item: pytest.Item) -> list[str]:
-    """Names of the suite's own non-function-scoped fixtures that ``item`` uses."""
+def _uses_shared_fixture(item: pytest.Item) -> bool:
+    """Whether ``item`` uses one of the suite's own fixtures that outlive a test."""
     info = getattr(item, "_fixtureinfo", None)
     if info is None:
-        return []
-    names = []
-    for name, defs in info.name2fixturedefs.items():
-        for fixturedef in defs:
-            own = fixturedef.baseid.startswith("tests")  # not pytest's or a plugin's own
-            if own and fixturedef.scope != "function":
-                names.append(name)
-    return sorted(set(names))
+        return False
+    return any(
+        fixturedef.baseid.startswith("tests") and fixturedef.scope != "function"  # not a plugin's
+        for defs in info.name2fixturedefs.values()
+        for fixturedef in defs
+    )
 
 
 def _rank(item: pytest.Item) -> int:
@@ -45,9 +43,9 @@ def _rank(item: pytest.Item) -> int:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    grouped = {item.nodeid.split("::", 1)[0] for item in items if _uses_shared_fixture(item)}
     for item in items:
-        shared = _shared_fixtures(item)
-        if shared:
-            module = item.nodeid.split("::", 1)[0]
-            item.add_marker(pytest.mark.xdist_group(f"{module}:{'+'.join(shared)}"))
+        module = item.nodeid.split("::", 1)[0]
+        if module in grouped:
+            item.add_marker(pytest.mark.xdist_group(module))
     items.sort(key=_rank)
