@@ -32,6 +32,8 @@ def _pyenv_bins() -> list[str]:
             root = subprocess.run([pyenv, "root"], capture_output=True, text=True, check=True).stdout.strip()
         except (OSError, subprocess.CalledProcessError):
             root = None
+    if not root and (Path.home() / ".pyenv").is_dir():  # installed, but not on this PATH
+        root = str(Path.home() / ".pyenv")
     if not root or not (Path(root) / "versions").is_dir():
         return []
     bins = []
