@@ -43,9 +43,11 @@ def _rank(item: pytest.Item) -> int:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    items.sort(key=_rank)
+    if not config.pluginmanager.hasplugin("xdist"):  # its marker is unknown without it
+        return
     grouped = {item.nodeid.split("::", 1)[0] for item in items if _uses_shared_fixture(item)}
     for item in items:
         module = item.nodeid.split("::", 1)[0]
         if module in grouped:
             item.add_marker(pytest.mark.xdist_group(module))
-    items.sort(key=_rank)
