@@ -3,8 +3,9 @@
 Rows:
 
 * trivial-step latency (p50 / p90 of one ``execute`` call) of profile ``fixed``, profile ``upstream``
-  and — with ``--upstream PATH`` — ysz/recursive-llm's own ``REPLExecutor`` (its ``src/rlm/repl.py``
-  is imported by file path in a subprocess, so litellm is never imported). Two flavours: the same
+  and — with ``--upstream PATH`` or ``RLM_COMPAT_UPSTREAM`` set — ysz/recursive-llm's own
+  ``REPLExecutor`` (its ``src/rlm/repl.py`` is imported by file path in a subprocess, so litellm is
+  never imported). Two flavours: the same
   source every call (``x = 1``; our compile cache hits) and new source every call (``x = <n>``; every
   call compiles, as model-written steps do). Samples are taken in interleaved rounds.
 * typical programs over a ~1.5 MB synthetic context (regex scan, split/filter lines, char loop,
@@ -16,7 +17,7 @@ Targets (issue 3): trivial step <= 1.5x upstream's executor; geometric-mean over
 exec. They are reported as PASS / MISS, never asserted. ``--cprofile NAME`` prints where profile
 ``fixed`` spends its time on one program (or ``trivial``) instead of the table.
 
-    python benchmarks/repl_bench.py --upstream ../up/rlm-2fb46cc
+    python benchmarks/repl_bench.py --upstream /path/to/recursive-llm   # a 2fb46cc checkout
 """
 
 from __future__ import annotations
@@ -428,7 +429,12 @@ def _cprofile(name: str, context: str, repeat: int) -> None:
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--upstream", type=Path, help="ysz/recursive-llm checkout (2fb46cc)")
+    parser.add_argument(
+        "--upstream",
+        type=Path,
+        default=Path(os.environ["RLM_COMPAT_UPSTREAM"]) if os.environ.get("RLM_COMPAT_UPSTREAM") else None,
+        help="ysz/recursive-llm checkout at 2fb46cc (default: $RLM_COMPAT_UPSTREAM)",
+    )
     parser.add_argument(
         "--upstream-python",
         default=sys.executable,

@@ -14,6 +14,9 @@ from rlm_compat.testing import Reply, ScriptedChatServer
 
 ServerFactory = Callable[..., ScriptedChatServer]
 
+# Short failure reports; the live tests' upstream checkout; how tests are split over xdist workers.
+pytest_plugins = ("report_guard", "upstream_checkout", "xdist_plan")
+
 
 @pytest.fixture
 def chat_server() -> Iterator[ServerFactory]:

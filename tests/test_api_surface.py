@@ -89,6 +89,7 @@ def _upstream_public_names(source: str) -> set[str]:
     return {n for n in names if not n.startswith("_")} - _IGNORED
 
 
+@pytest.mark.upstream
 @pytest.mark.skipif(not os.environ.get("RLM_COMPAT_UPSTREAM"), reason="RLM_COMPAT_UPSTREAM is not set")
 @pytest.mark.parametrize("commit", ["2fb46cc", "cc7a826"])
 def test_names_against_live_checkout(commit: str) -> None:

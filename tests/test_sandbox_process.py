@@ -83,7 +83,7 @@ def test_a_single_long_c_call_is_stopped(executor: REPLExecutor, code: str) -> N
     start = time.monotonic()
     with pytest.raises(REPLTimeoutError):
         executor.execute(code, env)
-    assert time.monotonic() - start < 1 + 5  # killed at the timeout; slack for a loaded machine
+    assert time.monotonic() - start < 1 + 20  # killed at the timeout; slack for a loaded machine
     assert executor.execute("print(keep)", env) == "1"
 
 

@@ -151,7 +151,9 @@ def test_two_sessions_in_two_threads_with_cross_finalizers(profile: str) -> None
     def work(tag: str) -> None:
         try:
             ex = REPLExecutor(profile=profile)
-            env: dict[str, Any] = {"collect": host_call(gc.collect)}
+            # The steps' cycles are young (gc is off), so a generation-0 collection finds them; a
+            # full one would walk the whole pytest process, ~0.5 s a call in a full run.
+            env: dict[str, Any] = {"collect": host_call(lambda: gc.collect(0))}
             ex.execute(_generator_source(profile, tag) + f"name_{tag} = 1", env)
             barrier.wait()
             outs = []

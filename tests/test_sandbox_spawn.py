@@ -192,7 +192,7 @@ def test_a_failing_entry_only_closes_the_channel(
 def test_a_dropped_handle_is_killed_at_the_next_start(method: str) -> None:
     handle = spawn.start_worker(Limits(), method, ENTRY)
     pid = handle.pid
-    # "spawn": Popen returns once the exec began; its command line is readable a moment later
+    # start_worker returns once the process exists: a spawned one may not have exec'd Python yet.
     assert _eventually(lambda: _running(pid))
     fd = handle.sock.detach()  # keep the channel open: the worker would not leave by itself
     del handle
