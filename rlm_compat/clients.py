@@ -87,24 +87,40 @@ class LiteLLMClient:
                 f"model {model!r} answered without choices[0].message.content ({exc!r}); "
                 "the provider sent no completion choice"
             ) from None
-        usage = getattr(response, "usage", None)
-        details = getattr(usage, "prompt_tokens_details", None)
+        usage = field(response, "usage")
+        cached = _count(field(field(usage, "prompt_tokens_details"), "cached_tokens"))
         return ModelReply(
             content=content,
-            prompt_tokens=_count(getattr(usage, "prompt_tokens", None)),
-            completion_tokens=_count(getattr(usage, "completion_tokens", None)),
-            total_tokens=_count(getattr(usage, "total_tokens", None)),
-            cached_tokens=_count(getattr(details, "cached_tokens", None)),
+            prompt_tokens=_count(field(usage, "prompt_tokens")),
+            completion_tokens=_count(field(usage, "completion_tokens")),
+            total_tokens=_count(field(usage, "total_tokens")),
+            cached_tokens=cached or _count(field(usage, "cache_read_input_tokens")) or cached,
             cost_usd=self._cost(response),
         )
 
     def _cost(self, response: Any) -> float | None:
-        """litellm's estimate from its bundled price map; None for models it has no price for."""
+        """litellm's estimate from its bundled price map; None for models it has no price for.
+
+        litellm attaches it to the response; a response without it (a custom handler's, an
+        older litellm's) is priced with ``litellm.completion_cost``, which refuses unknown models.
+        """
         hidden = getattr(response, "_hidden_params", None)
         cost = hidden.get("response_cost") if isinstance(hidden, dict) else None
+        if cost is None:
+            try:
+                cost = self._module().completion_cost(completion_response=response)
+            except Exception:  # litellm raises assorted errors for unpriced models
+                return None
         if isinstance(cost, (int, float)) and not isinstance(cost, bool):
             return float(cost)
         return None
+
+
+def field(obj: Any, name: str) -> Any:
+    """``obj[name]`` for a mapping, ``obj.name`` otherwise: providers report usage either way."""
+    if isinstance(obj, dict):
+        return obj.get(name)
+    return getattr(obj, name, None)
 
 
 def _count(value: Any) -> int | None:

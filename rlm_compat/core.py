@@ -24,6 +24,7 @@ from collections.abc import Awaitable, Callable, Coroutine, Iterable, Mapping
 from typing import Any, TypeVar, cast
 
 from . import parser as _parser
+from . import parser_v050 as _parser_v050
 from ._lazy import LazyModule
 from .clients import LiteLLMClient, LLMClient, ModelReply, retry_listener
 from .config import Limits, ReplConfig
@@ -37,6 +38,8 @@ from .errors import (
 )
 from .events import (
     FinalAnswer,
+    FinalAnswerRejected,
+    FinalAnswerValidated,
     ModelCallFailed,
     ModelCallFinished,
     ModelCallStarted,
@@ -55,7 +58,7 @@ from .events import (
 from .options import split_rlm_options
 from .profiles import Profile, resolve_profile
 from .prompts import build_system_prompt
-from .record import CompletionResult, FailedCompletionResult, Observer, Run, RunBudget, RunResult
+from .record import CompletionResult, FailedCompletionResult, Observer, Run, RunBudget, RunResult, TreeStats
 from .record.config import messages_digest, run_config
 from .record.trajectory import TrajectoryWriter
 from .repl import REPLError, REPLExecutor
@@ -132,7 +135,7 @@ class RLM:
         recursive_model: str | None = None,
         api_base: str | None = None,
         api_key: str | None = None,
-        max_depth: int = 5,
+        max_depth: int | None = None,
         max_iterations: int = 30,
         _current_depth: int = 0,
         *,
@@ -155,6 +158,7 @@ class RLM:
         max_elapsed_seconds: float | None = None,
         max_concurrent_subcalls: int = 16,
         max_retries: int | None = None,
+        final_answer_validator: Callable[[str], str | None] | None = None,
         **llm_kwargs: Any,
     ) -> None:
         """Same positional parameters as upstream; keyword-only additions default to its behaviour.
@@ -176,10 +180,15 @@ class RLM:
         ``max_elapsed_seconds`` bound each run's whole tree (BudgetExceededError);
         ``max_concurrent_subcalls`` bounds the model calls of one ``llm_query_batched`` /
         ``rlm_query_batched``; ``max_retries`` is litellm's retry count for transient provider
-        errors (None: litellm's default).
+        errors (None: litellm's default). ``final_answer_validator(answer)`` checks the root's
+        final answer: None accepts it, a non-empty string rejects it and is shown to the model,
+        which continues (child RLMs are not validated).
         """
         if not isinstance(model, str) or not model:
             raise ConfigurationError("model must be a non-empty string such as 'gpt-4o-mini'")
+        self.api, self.llm_kwargs = split_rlm_options(llm_kwargs).unpack()
+        if max_depth is None:
+            max_depth = self.api.max_depth_default
         for name, value in (("max_depth", max_depth), ("max_iterations", max_iterations)):
             if isinstance(value, bool) or not isinstance(value, int) or value < 0:
                 raise ConfigurationError(f"{name} must be a non-negative integer, not {value!r}")
@@ -190,7 +199,6 @@ class RLM:
         self.max_depth = max_depth
         self.max_iterations = max_iterations
         self._current_depth = _current_depth
-        self.api, self.llm_kwargs = split_rlm_options(llm_kwargs).unpack()
         if repl_config is None:
             repl_config = ReplConfig(
                 profile=resolve_profile(profile),
@@ -206,7 +214,7 @@ class RLM:
         self.prompt_version = prompt_version
         build_system_prompt(0, version=prompt_version)  # fail now on an unknown version
         self.client: LLMClient = client if client is not None else LiteLLMClient(_litellm_module)
-        self.repl = REPLExecutor(config=repl_config)
+        self.repl = REPLExecutor(config=repl_config, api=self.api)
         self._llm_calls = 0
         self._iterations = 0
         self._count_lock = threading.Lock()
@@ -237,6 +245,12 @@ class RLM:
         self.max_elapsed_seconds = max_elapsed_seconds
         self.max_concurrent_subcalls = max_concurrent_subcalls
         self.max_retries = max_retries
+        if final_answer_validator is not None and not callable(final_answer_validator):
+            raise ConfigurationError(
+                "final_answer_validator must be a callable (answer) -> None | reason, "
+                f"not {final_answer_validator!r}"
+            )
+        self.final_answer_validator = final_answer_validator
         self.last_run: RunResult | None = None
 
     # --- public API (both upstream spellings, one implementation) -----------------------------
@@ -281,13 +295,20 @@ class RLM:
 
     # --- one run: its record, then the root node ------------------------------------------------
 
-    def _new_run(self) -> Run:
-        budget = RunBudget(
+    def _budget(self) -> RunBudget:
+        return RunBudget(
             max_calls=self.max_total_calls,
             max_tokens=self.max_total_tokens,
             max_cost_usd=self.max_total_cost_usd,
             max_elapsed_seconds=self.max_elapsed_seconds,
         )
+
+    def _idle_stats(self) -> dict[str, Any]:
+        """What a run's stats look like before it made any call (per-run ``stats`` before a run)."""
+        return {**TreeStats().snapshot(), "budget": self._budget().snapshot()}
+
+    def _new_run(self) -> Run:
+        budget = self._budget()
         writer = None
         if self.trajectory_path is not None:
             writer = TrajectoryWriter(self.trajectory_path, redact=not self.capture_trajectory_content)
@@ -299,7 +320,9 @@ class RLM:
         """One root run: its own :class:`Run`, the root node, then the result object."""
         if query and not context:
             query, context = "", query
-        if self._current_depth >= self.max_depth:
+        # 0.5.0's max_depth bounds what a run may call, so a root run is always allowed
+        root_exempt = self.api.depth_is_subcall_capability and self._current_depth == 0
+        if self._current_depth >= self.max_depth and not root_exempt:
             raise MaxDepthError(f"Max recursion depth ({self.max_depth}) exceeded")
         run = self._new_run()
         config = run_config(self)
@@ -384,7 +407,7 @@ class RLM:
         """A REPL session for the node, the loop in it, and the session's release."""
         loop = asyncio.get_running_loop()
         # One REPL session per node: concurrent runs of one RLM never share a namespace or worker.
-        self.repl = repl = REPLExecutor(config=self.repl_config)
+        self.repl = repl = REPLExecutor(config=self.repl_config, api=self.api)
         env = self._build_repl_env(query, context, loop, run, node)
         box = _FinalBox(env)
         if not self.profile.minimal_env:
@@ -395,7 +418,12 @@ class RLM:
             Message(role="system", content=self._system_prompt(context)),
             Message(role="user", content=query),
         ]
-        resolve = _upstream_resolution if self.profile.upstream_parser else _parser.resolve_final
+        if self.api.standalone_final_only:
+            resolve = _parser_v050.resolve_final
+        elif self.profile.upstream_parser:
+            resolve = _upstream_resolution
+        else:
+            resolve = _parser.resolve_final
         step = _Step(run, node, repl, env, box, resolve, loop, iterations)
         with concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="rlm-repl") as repl_thread:
             try:
@@ -424,38 +452,110 @@ class RLM:
             settle = functools.partial(
                 step.resolve, response, env, render=functools.partial(repl.render, env)
             )
+            observation: str | None = None
             if self.profile.final_before_exec:
                 early = await loop.run_in_executor(repl_thread, settle)
                 if early.answer is not None:
-                    return _settled(run, depth, node, str(early.answer), "parsed")
+                    observation = await self._rejection(step, str(early.answer))
+                    if observation is None:
+                        return _settled(run, depth, node, str(early.answer), "parsed")
 
-            started = time.perf_counter()
-            observation, failed = await loop.run_in_executor(repl_thread, self._observe, repl, response, env)
-            run.emit(
-                ReplStep,
-                depth=depth,
-                node_id=node,
-                iteration=iteration + 1,
-                code=response,
-                output=observation,
-                error=failed,
-                duration_seconds=round(time.perf_counter() - started, 6),
-                runner=repl.isolation,
-            )
-            run.budget.check()
-            if step.box.answer is not None:
-                return _settled(run, depth, node, step.box.answer, "callable")
-            if not self.profile.final_before_exec:
-                late = await loop.run_in_executor(repl_thread, settle)
-                if late.answer is not None:
-                    return _settled(run, depth, node, str(late.answer), "parsed")
-                if late.feedback:
-                    observation = f"{observation}\n{late.feedback}"
+            if observation is None:
+                observation = await self._step(step, iteration, response, repl_thread)
+                candidate = await self._candidate(step, settle, repl_thread)
+                if isinstance(candidate, tuple):
+                    answer, method = candidate
+                    rejection = await self._rejection(step, answer)
+                    if rejection is None:
+                        return _settled(run, depth, node, answer, method)
+                    observation = f"{observation}\n{rejection}"
+                elif candidate:
+                    observation = f"{observation}\n{candidate}"
 
             messages.append(Message(role="assistant", content=response))
             messages.append(Message(role="user", content=observation))
 
         raise MaxIterationsError(f"Max iterations ({self.max_iterations}) exceeded without FINAL()")
+
+    async def _step(
+        self, step: _Step, iteration: int, response: str, repl_thread: concurrent.futures.ThreadPoolExecutor
+    ) -> str:
+        """Execute the response in the node's REPL and record it; the observation for the model."""
+        started = time.perf_counter()
+        observation, failed = await step.loop.run_in_executor(
+            repl_thread, self._observe, step.repl, response, step.env
+        )
+        step.run.emit(
+            ReplStep,
+            depth=self._current_depth,
+            node_id=step.node,
+            iteration=iteration + 1,
+            code=response,
+            output=observation,
+            error=failed,
+            duration_seconds=round(time.perf_counter() - started, 6),
+            runner=step.repl.isolation,
+        )
+        step.run.budget.check()
+        return observation
+
+    async def _candidate(
+        self,
+        step: _Step,
+        settle: Callable[[], _parser.FinalResolution],
+        repl_thread: concurrent.futures.ThreadPoolExecutor,
+    ) -> tuple[str, str] | str | None:
+        """After a step: ``(answer, method)`` if it ends the node, else feedback text or None."""
+        if step.box.answer is not None:
+            return step.box.answer, "callable"
+        published = step.repl.pop_final_answer()
+        if published is not None:
+            return published, "answer"
+        if self.profile.final_before_exec:
+            return None
+        late = await step.loop.run_in_executor(repl_thread, settle)
+        if late.answer is not None:
+            return str(late.answer), "parsed"
+        return late.feedback
+
+    async def _rejection(self, step: _Step, answer: str) -> str | None:
+        """The validator's verdict on a final answer: None to accept, else feedback for the model.
+
+        Only the RLM it was given to validates (children are built without one). A rejected
+        answer is withdrawn from the REPL (the callable FINAL's box, the ``answer`` dict), so the
+        next step starts undecided. A validator that raises, or returns anything but None or a
+        non-empty string, ends the run with RLMError: it is the application's bug, not the model's.
+        """
+        validator = self.final_answer_validator
+        if validator is None:
+            return None
+        try:
+            verdict = await asyncio.to_thread(validator, answer)
+        except Exception as exc:
+            raise RLMError(f"Final-answer validator failed: {type(exc).__name__}: {exc}") from exc
+        step.run.budget.check()
+        if verdict is None:
+            step.run.emit(
+                FinalAnswerValidated, depth=self._current_depth, node_id=step.node, answer_chars=len(answer)
+            )
+            return None
+        if not isinstance(verdict, str) or not verdict.strip():
+            raise RLMError(
+                "Final-answer validator must return None or a non-empty string (the reason shown "
+                f"to the model), not {verdict!r}"
+            )
+        step.run.emit(
+            FinalAnswerRejected,
+            depth=self._current_depth,
+            node_id=step.node,
+            answer_chars=len(answer),
+            reason_chars=len(verdict),
+        )
+        step.box.answer = None
+        published = step.env.get("answer")
+        if step.repl.api.answer_object and isinstance(published, dict) and published.get("ready"):
+            step.repl.reset_final_answer()
+        return f"Final answer rejected by validator: {verdict}\nFix the answer and give a final answer again."
 
     def completion(self, query: str = "", context: str = "", **kwargs: Any) -> str:
         """2fb46cc's name for :meth:`complete`."""
@@ -466,13 +566,18 @@ class RLM:
         return await self.acomplete(query, context, **kwargs)
 
     @property
-    def stats(self) -> dict[str, int]:
-        """``llm_calls`` (cumulative), ``iterations`` (of the last run) and ``depth``."""
-        return {
-            "llm_calls": self._llm_calls,
-            "iterations": self._iterations,
-            "depth": self._current_depth,
-        }
+    def stats(self) -> dict[str, Any]:
+        """``llm_calls``, ``iterations`` (of the last run) and ``depth``.
+
+        2fb46cc's contract: ``llm_calls`` adds up across runs of this RLM. With a preset whose
+        ``stats_per_run`` is set (0.5.0's), every figure is the latest run's whole tree (its
+        :class:`~rlm_compat.record.stats.TreeStats` keys and ``budget``; zeros before any run).
+        """
+        own = {"llm_calls": self._llm_calls, "iterations": self._iterations, "depth": self._current_depth}
+        if not self.api.stats_per_run:
+            return own
+        tree = self.last_run.stats if self.last_run is not None else self._idle_stats()
+        return {**copy.deepcopy(tree), "iterations": self._iterations, "depth": self._current_depth}
 
     def __repr__(self) -> str:
         return (
@@ -601,14 +706,19 @@ class RLM:
         self, query: str, context: Any, loop: asyncio.AbstractEventLoop, run: Run, node: str
     ) -> dict[str, Any]:
         calls = _SubCalls(self, run, node, loop)
-        env: dict[str, Any] = {
-            "context": context,
-            "query": query,
-            "recursive_llm": host_call(self._make_recursive_fn(calls)),
-            "re": re,
-        }
+        env: dict[str, Any] = {"context": context, "query": query}
+        if self.api.answer_object:
+            env["answer"] = {"content": "", "ready": False}
+        capability = self.api.depth_is_subcall_capability
+        if capability and self.max_depth == 0:
+            env["re"] = re  # 0.5.0: a run that may call nothing gets no query functions
+            return env
+        recursive = calls.rlm_query() if capability else self._make_recursive_fn(calls)
+        env["recursive_llm"] = host_call(recursive)
+        env["re"] = re
         if not self.profile.minimal_env:
-            env["llm_query"] = host_call(calls.llm_query())
+            leaf = calls.llm_query_with_context() if self.api.llm_query_takes_context else calls.llm_query()
+            env["llm_query"] = host_call(leaf)
             env["llm_query_batched"] = host_call(calls.llm_query_batched())
             env["rlm_query"] = host_call(calls.rlm_query())
             env["rlm_query_batched"] = host_call(calls.rlm_query_batched())
@@ -631,6 +741,7 @@ class RLM:
         child._current_depth = self._current_depth + 1
         child._llm_calls = child._iterations = 0
         child.messages = []
+        child.final_answer_validator = None  # the root's answer rules, not a sub-task's
         return child
 
 
@@ -710,6 +821,15 @@ class _SubCalls:
 
         return llm_query
 
+    def llm_query_with_context(self) -> Callable[..., str]:
+        def llm_query(query: str, context: str = "", model: str | None = None) -> str:
+            """One plain model call (no REPL) answering ``query`` over ``context``."""
+            _check_text("llm_query(query)", query)
+            _check_text("llm_query(context)", context)
+            return self._call("llm_query", 1, self._leaf(_leaf_prompt(query, context), model))
+
+        return llm_query
+
     def llm_query_batched(self) -> Callable[..., list[str]]:
         def llm_query_batched(prompts: Iterable[Any], model: str | None = None) -> list[str]:
             """Concurrent plain model calls, answers in prompt order; a failed one reads 'Error: ...'."""
@@ -765,8 +885,7 @@ class _SubCalls:
     async def _rlm(self, query: str, context: str) -> str:
         """A child RLM; at the depth limit a plain model call over query and context instead."""
         if self.rlm._current_depth + 1 >= self.rlm.max_depth:
-            prompt = f"{query}\n\n{context}" if context else query
-            return await self._leaf(prompt, None)
+            return await self._leaf(_leaf_prompt(query, context), None)
         return await self._child(query, context)
 
     async def _batch(self, jobs: list[Callable[[], Awaitable[str]]]) -> list[str]:
@@ -789,6 +908,11 @@ class _SubCalls:
         if spent:
             raise spent[0]
         return answers
+
+
+def _leaf_prompt(query: str, context: str) -> str:
+    """The user message of a plain model call asked ``query`` over ``context``."""
+    return f"{query}\n\n{context}" if context else query
 
 
 class _ItemError(str):

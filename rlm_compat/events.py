@@ -25,6 +25,8 @@ __all__ = [
     "CONTENT_FIELDS",
     "EVENT_TYPES",
     "FinalAnswer",
+    "FinalAnswerRejected",
+    "FinalAnswerValidated",
     "ModelCallFailed",
     "ModelCallFinished",
     "ModelCallStarted",
@@ -242,6 +244,27 @@ class FinalAnswer(TrajectoryEvent):
     method: str
 
 
+@dataclass(frozen=True, kw_only=True)
+class FinalAnswerRejected(TrajectoryEvent):
+    """The run's ``final_answer_validator`` refused an answer; the model was shown the reason.
+
+    Only sizes are kept: the answer and the reason may carry the context's text, and the reason
+    reaches the trajectory through the next model call's messages anyway.
+    """
+
+    kind: ClassVar[str] = "final_answer_rejected"
+    answer_chars: int
+    reason_chars: int
+
+
+@dataclass(frozen=True, kw_only=True)
+class FinalAnswerValidated(TrajectoryEvent):
+    """The run's ``final_answer_validator`` accepted the answer that ends the run."""
+
+    kind: ClassVar[str] = "final_answer_validated"
+    answer_chars: int
+
+
 EVENT_TYPES: dict[str, type[TrajectoryEvent]] = {
     cls.kind: cls
     for cls in (
@@ -259,6 +282,8 @@ EVENT_TYPES: dict[str, type[TrajectoryEvent]] = {
         SubcallStarted,
         SubcallFinished,
         FinalAnswer,
+        FinalAnswerRejected,
+        FinalAnswerValidated,
     )
 }
 """Every event class by its ``kind``."""

@@ -1,0 +1,140 @@
+"""The RLM loop under recursive-llm 0.5.0's API preset (``api="0.5"``), through a loopback server.
+
+Each test also pins 2fb46cc's default where the two contracts differ, so a preset value that
+leaks into the default shows up here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from rlm_compat import RLM
+from rlm_compat.errors import MaxDepthError, RLMError
+from rlm_compat.testing import ScriptedChatServer
+
+ServerFactory = Callable[..., ScriptedChatServer]
+
+
+def make(server: ScriptedChatServer, **kwargs: Any) -> RLM:
+    kwargs.setdefault("api_key", "sk-loopback")
+    kwargs.setdefault("isolation", "inline")
+    return RLM(kwargs.pop("model", "openai/root"), api_base=server.base_url, **kwargs)
+
+
+def replies(*texts: str) -> Callable[[dict[str, Any]], str]:
+    queue = list(texts)
+    return lambda _request: queue.pop(0)
+
+
+def test_max_depth_default_and_meaning_follow_the_preset(chat_server: ServerFactory) -> None:
+    assert make(chat_server(replies())).max_depth == 5
+    assert make(chat_server(replies()), api="0.5").max_depth == 1
+
+    # 0.5: max_depth=0 runs the root with no query functions in its REPL
+    server = chat_server(replies("print('llm_query' in dir())", 'FINAL("root only")'))
+    assert make(server, api="0.5", max_depth=0).complete("q", "ctx") == "root only"
+    assert "False" in str(server.requests[1]["messages"][-1]["content"])
+    # 2fb46cc: max_depth=0 refuses the run
+    with pytest.raises(MaxDepthError):
+        make(chat_server(replies()), max_depth=0).complete("q", "ctx")
+
+    # 0.5, max_depth=1: recursive_llm is a plain model call (no system prompt, no REPL)
+    server = chat_server(replies("r = recursive_llm('sub', 'piece')", "leaf says hi", "FINAL_VAR(r)"))
+    rlm = make(server, api="0.5", recursive_model="openai/leaf")
+    assert rlm.complete("q", "ctx") == "leaf says hi"
+    leaf = server.requests[1]
+    assert leaf["model"] == "leaf" and [m["role"] for m in leaf["messages"]] == ["user"]
+    assert "sub" in leaf["messages"][0]["content"] and "piece" in leaf["messages"][0]["content"]
+    assert (rlm.stats["leaf_calls"], rlm.stats["max_depth_reached"]) == (1, 1)
+
+
+def test_llm_query_takes_a_context_second_under_the_preset(chat_server: ServerFactory) -> None:
+    server = chat_server(replies("a = llm_query('what?', 'the piece')", "leaf", "FINAL_VAR(a)"))
+    assert make(server, api="0.5").complete("q", "ctx") == "leaf"
+    assert "the piece" in server.requests[1]["messages"][0]["content"]
+    assert server.requests[1]["model"] == "root"
+
+    # 2fb46cc: the second positional argument is the model
+    server = chat_server(replies("a = llm_query('what?', 'openai/other')", "leaf", "FINAL_VAR(a)"))
+    assert make(server).complete("q", "ctx") == "leaf"
+    assert server.requests[1]["model"] == "other"
+
+
+def test_final_only_as_the_whole_response_and_the_answer_dict(chat_server: ServerFactory) -> None:
+    server = chat_server(replies('x = 1\nif x == 2:\n    FINAL("never")', 'FINAL("only this")'))
+    assert make(server, api="0.5").complete("q", "ctx") == "only this"
+    server = chat_server(replies("answer['content'] = 'published'; answer['ready'] = True"))
+    assert make(server, api="0.5").complete("q", "ctx") == "published"
+    assert len(server.requests) == 1
+
+
+def test_stats_are_per_run_under_the_preset_and_cumulative_by_default(chat_server: ServerFactory) -> None:
+    script = replies("x = 1", 'FINAL("first")', 'FINAL("second")')
+    rlm = make(chat_server(script), api="0.5")
+    assert rlm.stats["llm_calls"] == 0 and rlm.stats["budget"]["reserved_calls"] == 0
+    rlm.complete("q", "ctx")
+    assert (rlm.stats["llm_calls"], rlm.stats["root_calls"], rlm.stats["iterations"]) == (2, 2, 2)
+    rlm.complete("q", "ctx")
+    assert rlm.stats["llm_calls"] == 1
+
+    rlm = make(chat_server(replies("x = 1", 'FINAL("first")', 'FINAL("second")')))
+    rlm.complete("q", "ctx")
+    rlm.complete("q", "ctx")
+    assert rlm.stats == {"llm_calls": 3, "iterations": 1, "depth": 0}
+
+
+def test_final_answer_validator_rejects_then_accepts(chat_server: ServerFactory) -> None:
+    server = chat_server(replies('FINAL("bad")', "value = 'good'", "FINAL_VAR(value)"))
+    seen: list[str] = []
+
+    def check(answer: str) -> str | None:
+        seen.append(answer)
+        return None if answer == "good" else "Answer must be 'good'."
+
+    result = make(server, final_answer_validator=check).complete_result("q", "ctx")
+    assert result.answer == "good" and seen == ["bad", "good"]
+    assert "Answer must be 'good'." in server.requests[1]["messages"][-1]["content"]
+    rejected = next(e for e in result.trajectory if e.kind == "final_answer_rejected")
+    assert rejected.data == {"answer_chars": 3, "reason_chars": 22}
+    assert [e.kind for e in result.trajectory].count("final_answer_validated") == 1
+    assert result.config["final_answer_validator"] is True
+
+
+def test_a_rejected_answer_dict_is_withdrawn_and_children_are_not_validated(
+    chat_server: ServerFactory,
+) -> None:
+    server = chat_server(
+        replies(
+            "answer['content'] = 'bad'; answer['ready'] = True",
+            "print(answer['ready'])\nchild = rlm_query('sub', 'piece')",
+            'FINAL("child answer")',
+            'FINAL("good")',
+        )
+    )
+    seen: list[str] = []
+
+    def check(answer: str) -> str | None:
+        seen.append(answer)
+        return None if answer == "good" else "Use good."
+
+    rlm = make(server, api="0.5", max_depth=2, final_answer_validator=check)
+    assert rlm.complete("q", "ctx") == "good"
+    assert "Use good." in server.requests[1]["messages"][-1]["content"]
+    assert server.requests[3]["messages"][-1]["content"].startswith("False")
+    assert seen == ["bad", "good"]
+
+
+@pytest.mark.parametrize(
+    ("verdict", "message"), [(RuntimeError("down"), "validator failed"), ("", "non-empty string")]
+)
+def test_a_broken_validator_ends_the_run(chat_server: ServerFactory, verdict: Any, message: str) -> None:
+    def check(_answer: str) -> str | None:
+        if isinstance(verdict, Exception):
+            raise verdict
+        return str(verdict)
+
+    with pytest.raises(RLMError, match=message):
+        make(chat_server(replies('FINAL("a")')), final_answer_validator=check).complete("q", "ctx")
