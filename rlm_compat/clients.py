@@ -20,7 +20,7 @@ import json
 import logging
 import os
 import threading
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
@@ -66,13 +66,19 @@ class LiteLLMClient:
     tests do) yields a reply without figures rather than an error.
     """
 
-    def __init__(self, module: Callable[[], Any]) -> None:
+    def __init__(
+        self, module: Callable[[], Any], acompletion: Callable[..., Awaitable[Any]] | None = None
+    ) -> None:
+        """``acompletion``: called instead of ``litellm.acompletion`` with the same keywords and
+        expected to return a response of the same shape (0.5.0's ``completion_handler``)."""
         self._module = module
+        self._acompletion = acompletion
 
     async def complete(self, model: str, messages: list[Message], **kwargs: Any) -> ModelReply:
         _install_retry_log_hook()
         try:
-            response = await self._module().acompletion(model=model, messages=messages, **kwargs)
+            call = self._acompletion or self._module().acompletion
+            response = await call(model=model, messages=messages, **kwargs)
         except Exception as exc:
             if _caused_by(exc, json.JSONDecodeError):
                 raise ProviderResponseError(
@@ -80,8 +86,12 @@ class LiteLLMClient:
                     "check that api_base points at an OpenAI-compatible chat-completions endpoint"
                 ) from exc
             raise
-        try:
-            content = response.choices[0].message.content
+        try:  # an object (litellm's ModelResponse) or plain JSON-shaped dicts (a custom handler's)
+            choice = field(response, "choices")[0]
+            message = field(choice, "message")
+            if message is None or (isinstance(message, dict) and "content" not in message):
+                raise KeyError("message.content")
+            content = field(message, "content") if isinstance(message, dict) else message.content
         except (AttributeError, IndexError, KeyError, TypeError) as exc:
             raise ProviderResponseError(
                 f"model {model!r} answered without choices[0].message.content ({exc!r}); "

@@ -44,6 +44,7 @@ from .events import (
     ModelCallFinished,
     ModelCallStarted,
     ModelRetry,
+    ProviderResponseNormalized,
     ReplStep,
     RlmFailed,
     RlmFinished,
@@ -55,7 +56,7 @@ from .events import (
     SubcallStarted,
     TrajectoryEvent,
 )
-from .options import split_rlm_options
+from .options import check_call_options, split_rlm_options
 from .profiles import Profile, resolve_profile
 from .prompts import build_system_prompt
 from .record import CompletionResult, FailedCompletionResult, Observer, Run, RunBudget, RunResult, TreeStats
@@ -159,6 +160,7 @@ class RLM:
         max_concurrent_subcalls: int = 16,
         max_retries: int | None = None,
         final_answer_validator: Callable[[str], str | None] | None = None,
+        completion_handler: Callable[..., Awaitable[Any]] | None = None,
         **llm_kwargs: Any,
     ) -> None:
         """Same positional parameters as upstream; keyword-only additions default to its behaviour.
@@ -182,16 +184,23 @@ class RLM:
         ``rlm_query_batched``; ``max_retries`` is litellm's retry count for transient provider
         errors (None: litellm's default). ``final_answer_validator(answer)`` checks the root's
         final answer: None accepts it, a non-empty string rejects it and is shown to the model,
-        which continues (child RLMs are not validated).
+        which continues (child RLMs are not validated). ``completion_handler``: an async callable
+        called instead of ``litellm.acompletion`` (same keywords, same response shape).
         """
         if not isinstance(model, str) or not model:
             raise ConfigurationError("model must be a non-empty string such as 'gpt-4o-mini'")
         self.api, self.llm_kwargs = split_rlm_options(llm_kwargs).unpack()
         if max_depth is None:
             max_depth = self.api.max_depth_default
-        for name, value in (("max_depth", max_depth), ("max_iterations", max_iterations)):
-            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-                raise ConfigurationError(f"{name} must be a non-negative integer, not {value!r}")
+        least = 1 if self.api.strict_limits else 0
+        for name, value, floor in (
+            ("max_depth", max_depth, 0),
+            ("max_iterations", max_iterations, least),
+            ("max_output_chars", max_output_chars, least),
+            ("_current_depth", _current_depth, 0),
+        ):
+            if isinstance(value, bool) or not isinstance(value, int) or value < floor:
+                raise ConfigurationError(f"{name} must be an integer >= {floor}, not {value!r}")
         self.model = model
         self.recursive_model = recursive_model or model
         self.api_base = api_base
@@ -213,7 +222,14 @@ class RLM:
         self.profile = repl_config.profile
         self.prompt_version = prompt_version
         build_system_prompt(0, version=prompt_version)  # fail now on an unknown version
-        self.client: LLMClient = client if client is not None else LiteLLMClient(_litellm_module)
+        if completion_handler is not None and (client is not None or not callable(completion_handler)):
+            raise ConfigurationError(
+                "completion_handler must be an async callable replacing litellm.acompletion, and "
+                "cannot be combined with client= (pass one or the other)"
+            )
+        self.client: LLMClient = (
+            client if client is not None else LiteLLMClient(_litellm_module, completion_handler)
+        )
         self.repl = REPLExecutor(config=repl_config, api=self.api)
         self._llm_calls = 0
         self._iterations = 0
@@ -320,6 +336,7 @@ class RLM:
         """One root run: its own :class:`Run`, the root node, then the result object."""
         if query and not context:
             query, context = "", query
+        kwargs = check_call_options(kwargs, api=self.api, caller="complete()", stacklevel=5)
         # 0.5.0's max_depth bounds what a run may call, so a root run is always allowed
         root_exempt = self.api.depth_is_subcall_capability and self._current_depth == 0
         if self._current_depth >= self.max_depth and not root_exempt:
@@ -424,7 +441,8 @@ class RLM:
             resolve = _upstream_resolution
         else:
             resolve = _parser.resolve_final
-        step = _Step(run, node, repl, env, box, resolve, loop, iterations)
+        resolve_first = self.profile.final_before_exec or self.api.standalone_final_only
+        step = _Step(run, node, repl, env, box, resolve, loop, iterations, resolve_first)
         with concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="rlm-repl") as repl_thread:
             try:
                 return await self._loop(step, messages, repl_thread, kwargs)
@@ -448,12 +466,17 @@ class RLM:
                 run, node, messages, is_leaf=False, iteration=iteration + 1, sent=sent, **kwargs
             )
             sent = len(messages)
+            if self.api.empty_response_feedback is not None and not response.strip():
+                messages.append(Message(role="assistant", content=response))
+                messages.append(Message(role="user", content=self.api.empty_response_feedback))
+                continue
 
             settle = functools.partial(
                 step.resolve, response, env, render=functools.partial(repl.render, env)
             )
             observation: str | None = None
-            if self.profile.final_before_exec:
+            # a standalone directive (0.5) is the answer, never code to run
+            if step.resolve_first:
                 early = await loop.run_in_executor(repl_thread, settle)
                 if early.answer is not None:
                     observation = await self._rejection(step, str(early.answer))
@@ -511,7 +534,7 @@ class RLM:
         published = step.repl.pop_final_answer()
         if published is not None:
             return published, "answer"
-        if self.profile.final_before_exec:
+        if step.resolve_first:
             return None
         late = await step.loop.run_in_executor(repl_thread, settle)
         if late.answer is not None:
@@ -665,6 +688,16 @@ class RLM:
                 )
             figures = reply if isinstance(reply, ModelReply) else ModelReply(content=reply)
             content = figures.content
+            if content is None and self.api.null_content_is_empty:
+                run.emit(
+                    ProviderResponseNormalized,
+                    depth=depth,
+                    node_id=call,
+                    parent_id=node,
+                    model=model,
+                    reason="null content read as an empty response",
+                )
+                content = ""
             if not isinstance(content, str):
                 raise ProviderResponseError(
                     f"model {model!r} returned {type(content).__name__} content instead of text; "
@@ -748,7 +781,7 @@ class RLM:
 class _Step:
     """What one node's loop works with (kept together so the loop's signature stays short)."""
 
-    __slots__ = ("box", "env", "iterations", "loop", "node", "repl", "resolve", "run")
+    __slots__ = ("box", "env", "iterations", "loop", "node", "repl", "resolve", "resolve_first", "run")
 
     def __init__(
         self,
@@ -760,9 +793,11 @@ class _Step:
         resolve: Callable[..., _parser.FinalResolution],
         loop: asyncio.AbstractEventLoop,
         iterations: list[int],
+        resolve_first: bool,
     ) -> None:
         self.run, self.node, self.repl, self.env, self.box = run, node, repl, env, box
         self.resolve, self.loop, self.iterations = resolve, loop, iterations
+        self.resolve_first = resolve_first
 
 
 class _SubCalls:

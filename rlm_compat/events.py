@@ -31,6 +31,7 @@ __all__ = [
     "ModelCallFinished",
     "ModelCallStarted",
     "ModelRetry",
+    "ProviderResponseNormalized",
     "ReplStep",
     "RlmFailed",
     "RlmFinished",
@@ -265,6 +266,15 @@ class FinalAnswerValidated(TrajectoryEvent):
     answer_chars: int
 
 
+@dataclass(frozen=True, kw_only=True)
+class ProviderResponseNormalized(TrajectoryEvent):
+    """A reply was read in a documented non-literal way (0.5 API: null content as empty text)."""
+
+    kind: ClassVar[str] = "provider_response_normalized"
+    model: str
+    reason: str
+
+
 EVENT_TYPES: dict[str, type[TrajectoryEvent]] = {
     cls.kind: cls
     for cls in (
@@ -284,6 +294,7 @@ EVENT_TYPES: dict[str, type[TrajectoryEvent]] = {
         FinalAnswer,
         FinalAnswerRejected,
         FinalAnswerValidated,
+        ProviderResponseNormalized,
     )
 }
 """Every event class by its ``kind``."""

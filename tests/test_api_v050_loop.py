@@ -6,6 +6,7 @@ leaks into the default shows up here.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from typing import Any
 
@@ -138,3 +139,55 @@ def test_a_broken_validator_ends_the_run(chat_server: ServerFactory, verdict: An
 
     with pytest.raises(RLMError, match=message):
         make(chat_server(replies('FINAL("a")')), final_answer_validator=check).complete("q", "ctx")
+
+
+def test_empty_and_null_replies_get_feedback_under_the_preset(chat_server: ServerFactory) -> None:
+    from rlm_compat.errors import ProviderResponseError
+    from rlm_compat.testing import RawReply
+
+    server = chat_server(replies("   ", 'FINAL("recovered")'))
+    result = make(server, api="0.5").complete_result("q", "ctx")
+    assert result.answer == "recovered"
+    assert "response was empty" in server.requests[1]["messages"][-1]["content"]
+    assert not [e for e in result.trajectory if e.kind == "repl_step"]
+
+    body = {
+        "id": "x",
+        "object": "chat.completion",
+        "created": 0,
+        "model": "root",
+        "choices": [{"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": None}}],
+    }
+    null = RawReply(json.dumps(body).encode())
+    script: list[Any] = [null, 'FINAL("after null")']
+    result = make(chat_server(lambda _r: script.pop(0)), api="0.5").complete_result("q", "ctx")
+    assert result.answer == "after null"
+    assert [e.kind for e in result.trajectory].count("provider_response_normalized") == 1
+    with pytest.raises(ProviderResponseError):
+        make(chat_server([null])).complete("q", "ctx")
+
+
+def test_strict_limits_and_per_call_retry_options_under_the_preset(chat_server: ServerFactory) -> None:
+    from rlm_compat.errors import ConfigurationError, UnsupportedOptionError
+
+    for kwargs in ({"max_iterations": 0}, {"max_output_chars": 0}, {"_current_depth": -1}):
+        with pytest.raises(ConfigurationError, match=next(iter(kwargs))):
+            RLM("m", api="0.5", **kwargs)  # type: ignore[arg-type]
+    RLM("m", max_iterations=0, max_output_chars=0)  # 2fb46cc takes both
+    server = chat_server(replies())
+    with pytest.raises(UnsupportedOptionError, match="RLM max_retries"):
+        make(server, api="0.5").complete("q", "ctx", max_retries=2)
+    assert server.requests == []
+
+
+def test_completion_handler_replaces_litellm_acompletion() -> None:
+    calls: list[dict[str, Any]] = []
+
+    async def handler(**kwargs: Any) -> dict[str, Any]:
+        calls.append(kwargs)
+        return {"choices": [{"message": {"role": "assistant", "content": 'FINAL("handled")'}}]}
+
+    assert RLM("some/model", completion_handler=handler, temperature=0).complete("q", "ctx") == "handled"
+    assert calls[0]["model"] == "some/model" and calls[0]["temperature"] == 0
+    with pytest.raises(RLMError, match="completion_handler"):
+        RLM("m", completion_handler=handler, client=object())  # type: ignore[arg-type]
