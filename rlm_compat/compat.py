@@ -67,6 +67,9 @@ class ApiSemantics:
     empty_response_feedback: str | None = None
     """0.5.0: an empty (or whitespace) model response is not run; this text is the next user
     message instead. 2fb46cc runs it (``"No code to execute"``)."""
+    parsed_final_method: str = "parsed"
+    """The ``final_answer`` event's ``method`` for an answer read from the response text
+    (0.5.0 calls it ``"directive"``)."""
     null_content_is_empty: bool = False
     """0.5.0: a reply whose content is null (reasoning-only, tool-call-only) counts as an empty
     response (event ``provider_response_normalized``); otherwise it is a ProviderResponseError."""
@@ -100,6 +103,7 @@ class ApiSemantics:
                 'final directive (FINAL("...") or FINAL_VAR(name)) as the whole response.'
             ),
             null_content_is_empty=True,
+            parsed_final_method="directive",
             module_renames=(("parser", "parser_v050"), ("repl", "repl_v050")),
         )
 

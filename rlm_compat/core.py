@@ -425,7 +425,8 @@ class RLM:
         loop = asyncio.get_running_loop()
         # One REPL session per node: concurrent runs of one RLM never share a namespace or worker.
         self.repl = repl = REPLExecutor(config=self.repl_config, api=self.api)
-        env = self._build_repl_env(query, context, loop, run, node)
+        calls = _SubCalls(self, run, node, loop)
+        env = self._build_repl_env(query, context, calls)
         box = _FinalBox(env)
         if not self.profile.minimal_env:
             env["FINAL"] = host_call(box.final, "answer")
@@ -443,11 +444,18 @@ class RLM:
             resolve = _parser.resolve_final
         resolve_first = self.profile.final_before_exec or self.api.standalone_final_only
         step = _Step(run, node, repl, env, box, resolve, loop, iterations, resolve_first)
-        with concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="rlm-repl") as repl_thread:
-            try:
-                return await self._loop(step, messages, repl_thread, kwargs)
-            finally:
-                repl.close()
+        repl_thread = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="rlm-repl")
+        try:
+            return await self._loop(step, messages, repl_thread, kwargs)
+        except asyncio.CancelledError:
+            # The caller stopped this run: stop its sub-calls and its step now. Waiting for the
+            # REPL thread here would block the loop the thread may be waiting on.
+            calls.cancel()
+            repl.abort()
+            raise
+        finally:
+            repl.close()
+            repl_thread.shutdown(wait=False)
 
     async def _loop(
         self,
@@ -477,11 +485,12 @@ class RLM:
             observation: str | None = None
             # a standalone directive (0.5) is the answer, never code to run
             if step.resolve_first:
+                run.budget.check()  # a reply that crossed a token or cost limit ends nothing
                 early = await loop.run_in_executor(repl_thread, settle)
                 if early.answer is not None:
                     observation = await self._rejection(step, str(early.answer))
                     if observation is None:
-                        return _settled(run, depth, node, str(early.answer), "parsed")
+                        return _settled(run, depth, node, str(early.answer), self.api.parsed_final_method)
 
             if observation is None:
                 observation = await self._step(step, iteration, response, repl_thread)
@@ -538,7 +547,7 @@ class RLM:
             return None
         late = await step.loop.run_in_executor(repl_thread, settle)
         if late.answer is not None:
-            return str(late.answer), "parsed"
+            return str(late.answer), self.api.parsed_final_method
         return late.feedback
 
     async def _rejection(self, step: _Step, answer: str) -> str | None:
@@ -735,10 +744,7 @@ class RLM:
         )
         return content
 
-    def _build_repl_env(
-        self, query: str, context: Any, loop: asyncio.AbstractEventLoop, run: Run, node: str
-    ) -> dict[str, Any]:
-        calls = _SubCalls(self, run, node, loop)
+    def _build_repl_env(self, query: str, context: Any, calls: _SubCalls) -> dict[str, Any]:
         env: dict[str, Any] = {"context": context, "query": query}
         if self.api.answer_object:
             env["answer"] = {"content": "", "ready": False}
@@ -812,9 +818,28 @@ class _SubCalls:
 
     def __init__(self, rlm: RLM, run: Run, node: str, loop: asyncio.AbstractEventLoop) -> None:
         self.rlm, self.run, self.node, self.loop = rlm, run, node, loop
+        self._lock = threading.Lock()
+        self._pending: set[concurrent.futures.Future[Any]] = set()
 
     def _call(self, function: str, count: int, work: Awaitable[_T]) -> _T:
-        return _run_on_loop(self.loop, self._recorded(function, count, work))
+        coro = self._recorded(function, count, work)
+        if not self.loop.is_running() or _loop_running(self.loop):
+            return _run_on_loop(self.loop, coro)
+        future = asyncio.run_coroutine_threadsafe(coro, self.loop)
+        with self._lock:
+            self._pending.add(future)
+        try:
+            return future.result()
+        finally:
+            with self._lock:
+                self._pending.discard(future)
+
+    def cancel(self) -> None:
+        """Cancel the sub-calls in flight (their run was cancelled); their callers see CancelledError."""
+        with self._lock:
+            pending = list(self._pending)
+        for future in pending:
+            future.cancel()
 
     async def _recorded(self, function: str, count: int, work: Awaitable[_T]) -> _T:
         depth = self.rlm._current_depth

@@ -191,3 +191,31 @@ def test_completion_handler_replaces_litellm_acompletion() -> None:
     assert calls[0]["model"] == "some/model" and calls[0]["temperature"] == 0
     with pytest.raises(RLMError, match="completion_handler"):
         RLM("m", completion_handler=handler, client=object())  # type: ignore[arg-type]
+
+
+def test_cancelling_a_run_cancels_its_sub_calls_without_blocking_the_loop() -> None:
+    import asyncio
+
+    async def scenario() -> None:
+        child_started, child_cancelled = asyncio.Event(), asyncio.Event()
+
+        async def handler(*, messages: list[dict[str, Any]], **_kwargs: Any) -> dict[str, Any]:
+            if messages[-1]["content"] == "go":
+                return {"choices": [{"message": {"content": "print(recursive_llm('child', context))"}}]}
+            child_started.set()
+            try:
+                await asyncio.sleep(60)
+            except asyncio.CancelledError:
+                child_cancelled.set()
+                raise
+            raise AssertionError("the child call was not cancelled")
+
+        rlm = RLM("m", completion_handler=handler, isolation="inline")
+        task = asyncio.create_task(rlm.acomplete("go", "ctx"))
+        await asyncio.wait_for(child_started.wait(), 30)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        await asyncio.wait_for(child_cancelled.wait(), 30)
+
+    asyncio.run(scenario())
