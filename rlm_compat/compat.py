@@ -67,6 +67,10 @@ class ApiSemantics:
     empty_response_feedback: str | None = None
     """0.5.0: an empty (or whitespace) model response is not run; this text is the next user
     message instead. 2fb46cc runs it (``"No code to execute"``)."""
+    retries_by_rlm: bool = False
+    """0.5.0: the RLM retries transient provider failures itself (``max_retries``, default 0;
+    ``retry_backoff_seconds``), each attempt a counted, budgeted call; litellm's retries are
+    off. 2fb46cc: ``max_retries`` goes to litellm."""
     parsed_final_method: str = "parsed"
     """The ``final_answer`` event's ``method`` for an answer read from the response text
     (0.5.0 calls it ``"directive"``)."""
@@ -104,6 +108,7 @@ class ApiSemantics:
             ),
             null_content_is_empty=True,
             parsed_final_method="directive",
+            retries_by_rlm=True,
             module_renames=(("parser", "parser_v050"), ("repl", "repl_v050")),
         )
 

@@ -35,6 +35,7 @@ from .errors import (
     MaxIterationsError,
     ProviderResponseError,
     RLMError,
+    UnsupportedOptionError,
 )
 from .events import (
     FinalAnswer,
@@ -63,6 +64,7 @@ from .record import CompletionResult, FailedCompletionResult, Observer, Run, Run
 from .record.config import messages_digest, run_config
 from .record.trajectory import TrajectoryWriter
 from .repl import REPLError, REPLExecutor
+from .retry import RetryPolicy
 from .sandbox import host_call
 from .types import Message
 
@@ -161,6 +163,7 @@ class RLM:
         max_retries: int | None = None,
         final_answer_validator: Callable[[str], str | None] | None = None,
         completion_handler: Callable[..., Awaitable[Any]] | None = None,
+        retry_backoff_seconds: float | None = None,
         **llm_kwargs: Any,
     ) -> None:
         """Same positional parameters as upstream; keyword-only additions default to its behaviour.
@@ -267,6 +270,13 @@ class RLM:
                 f"not {final_answer_validator!r}"
             )
         self.final_answer_validator = final_answer_validator
+        if retry_backoff_seconds is not None and not self.api.retries_by_rlm:
+            raise UnsupportedOptionError(
+                "retry_backoff_seconds applies to the RLM's own retries (api='0.5'); with the default "
+                "API, litellm retries max_retries times with its provider SDK's backoff"
+            )
+        self.retry_backoff_seconds = 1.0 if retry_backoff_seconds is None else retry_backoff_seconds
+        self.retry_policy = RetryPolicy(max_retries or 0, self.retry_backoff_seconds)
         self.last_run: RunResult | None = None
 
     # --- public API (both upstream spellings, one implementation) -----------------------------
@@ -647,15 +657,62 @@ class RLM:
         sent: int = 0,
         **kwargs: Any,
     ) -> str:
-        """One model call: reserved in the budget, recorded as it starts, retries and ends."""
+        """One model call: reserved in the budget, recorded as it starts, retries and ends.
+
+        With the preset's ``retries_by_rlm`` (0.5), a transient failure is retried here, each
+        attempt its own reserved and recorded call (litellm's own retries switched off).
+        """
         model = kwargs.pop("model", None) or self._default_model()
         call_kwargs = {**self.llm_kwargs, **kwargs}
         if self.api_base:
             call_kwargs["api_base"] = self.api_base
         if self.api_key:
             call_kwargs["api_key"] = self.api_key
-        if self.max_retries is not None and isinstance(self.client, LiteLLMClient):
-            call_kwargs.setdefault("max_retries", self.max_retries)
+        policy = self.retry_policy if self.api.retries_by_rlm else None
+        if isinstance(self.client, LiteLLMClient):
+            if policy is not None:
+                call_kwargs["num_retries"] = 0
+            elif self.max_retries is not None:
+                call_kwargs.setdefault("max_retries", self.max_retries)
+        attempt = 1
+        while True:
+            outcome = await self._attempt(
+                run, node, messages, model, call_kwargs, is_leaf, iteration, sent, attempt, policy
+            )
+            if isinstance(outcome, str):
+                return outcome
+            remaining = run.budget.remaining_seconds()
+            if remaining is not None and outcome >= remaining:
+                run.budget.expire()  # the next attempt could not start before the deadline
+            depth = self._current_depth + 1 if is_leaf else self._current_depth
+            run.emit(
+                ModelRetry,
+                depth=depth,
+                node_id=node,
+                parent_id=node,
+                model=model,
+                attempt=attempt + 1,
+                delay_seconds=round(outcome, 6),
+                failed_attempt=attempt,
+                next_attempt=attempt + 1,
+            )
+            await asyncio.sleep(outcome)
+            attempt += 1
+
+    async def _attempt(
+        self,
+        run: Run,
+        node: str,
+        messages: list[Message],
+        model: str,
+        call_kwargs: dict[str, Any],
+        is_leaf: bool,
+        iteration: int | None,
+        sent: int,
+        attempt: int,
+        policy: RetryPolicy | None,
+    ) -> str | float:
+        """One provider request: its reply, or (under an RLM retry policy) the delay before the next."""
         run.budget.reserve_call()
         with self._count_lock:
             self._llm_calls += 1
@@ -672,6 +729,7 @@ class RLM:
             message_count=len(messages),
             messages_digest=messages_digest(messages),
             messages=tuple(Message(role=m["role"], content=m["content"]) for m in messages[sent:]),
+            attempt=attempt,
         )
         retries = 0
 
@@ -713,6 +771,9 @@ class RLM:
                     "RLM needs a plain text reply (tool calls and empty replies are not supported)"
                 )
         except BaseException as exc:
+            delay = (
+                None if policy is None or isinstance(exc, BudgetExceededError) else policy.delay(attempt, exc)
+            )
             run.emit(
                 ModelCallFailed,
                 depth=depth,
@@ -724,7 +785,10 @@ class RLM:
                 error=str(exc),
                 latency_seconds=round(time.perf_counter() - started, 6),
                 retries=retries,
+                retrying=delay is not None,
             )
+            if delay is not None:
+                return delay
             raise
         run.emit(
             ModelCallFinished,
@@ -986,11 +1050,18 @@ async def _within_budget(budget: RunBudget, call: Awaitable[_T]) -> _T:
     remaining = budget.remaining_seconds()
     if remaining is None:
         return await call
+    # not wait_for: a provider's own timeout error must stay its own (retryable), not the deadline
+    task = asyncio.ensure_future(call)
     try:
-        return await asyncio.wait_for(call, remaining)
-    except asyncio.TimeoutError:
+        done, _ = await asyncio.wait({task}, timeout=remaining)
+    except asyncio.CancelledError:
+        task.cancel()
+        raise
+    if not done:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
         budget.expire()
-        raise  # unreachable: expire() raises
+    return task.result()
 
 
 def _settled(run: Run, depth: int, node: str, answer: str, method: str) -> str:

@@ -160,6 +160,8 @@ class ModelCallStarted(TrajectoryEvent):
     message_count: int
     messages_digest: str
     messages: tuple[Message, ...]
+    attempt: int = 1
+    """1, or the number of an RLM-level retry's attempt (0.5 API)."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -170,6 +172,9 @@ class ModelRetry(TrajectoryEvent):
     model: str
     attempt: int
     delay_seconds: float
+    failed_attempt: int = 0
+    """RLM-level retries (0.5 API): the attempt that failed and the one about to start."""
+    next_attempt: int = 0
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -201,6 +206,8 @@ class ModelCallFailed(TrajectoryEvent):
     error: str
     latency_seconds: float
     retries: int
+    retrying: bool = False
+    """The RLM retries this call (0.5 API), so the failure does not end the run."""
 
 
 @dataclass(frozen=True, kw_only=True)

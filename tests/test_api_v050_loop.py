@@ -219,3 +219,58 @@ def test_cancelling_a_run_cancels_its_sub_calls_without_blocking_the_loop() -> N
         await asyncio.wait_for(child_cancelled.wait(), 30)
 
     asyncio.run(scenario())
+
+
+def test_rlm_level_retries_count_each_attempt_under_the_preset(chat_server: ServerFactory) -> None:
+    from rlm_compat.errors import BudgetExceededError, UnsupportedOptionError
+    from rlm_compat.testing import ErrorReply
+
+    server = chat_server([ErrorReply(status=503), 'FINAL("done")'])
+    result = make(server, api="0.5", max_retries=1, retry_backoff_seconds=0).complete_result("q", "ctx")
+    assert result.answer == "done" and len(server.requests) == 2
+    assert (result.stats["llm_calls"], result.stats["retry_calls"], result.stats["total_iterations"]) == (
+        2,
+        1,
+        1,
+    )
+    starts = [e for e in result.trajectory if e.kind == "model_call_start"]
+    assert [e.data["attempt"] for e in starts] == [1, 2]
+    failed = next(e for e in result.trajectory if e.kind == "model_call_error")
+    assert failed.data["retrying"] is True
+    retry = next(e for e in result.trajectory if e.kind == "model_retry")
+    assert (retry.data["failed_attempt"], retry.data["next_attempt"]) == (1, 2)
+
+    # a retry reserves its call first: a spent call budget stops it
+    server = chat_server([ErrorReply(status=503), 'FINAL("never")'])
+    rlm = make(server, api="0.5", max_retries=2, retry_backoff_seconds=0, max_total_calls=1)
+    with pytest.raises(BudgetExceededError):
+        rlm.complete("q", "ctx")
+    assert len(server.requests) == 1
+    # a client error is not retried
+    server = chat_server([ErrorReply(status=400), 'FINAL("never")'])
+    with pytest.raises(Exception):  # noqa: B017 - litellm's BadRequestError
+        make(server, api="0.5", max_retries=3, retry_backoff_seconds=0).complete("q", "ctx")
+    assert len(server.requests) == 1
+    # the default API has litellm retry; the backoff option would be silently unused there
+    with pytest.raises(UnsupportedOptionError, match="retry_backoff_seconds"):
+        RLM("m", retry_backoff_seconds=0.5)
+
+
+def test_retry_policy_reads_status_and_retry_after() -> None:
+    import asyncio
+    from types import SimpleNamespace
+
+    from rlm_compat.retry import RetryPolicy, is_retryable
+
+    def failure(status: int, after: str | None = None) -> Exception:
+        exc = RuntimeError(f"HTTP {status}")
+        headers = {} if after is None else {"Retry-After": after}
+        exc.response = SimpleNamespace(status_code=status, headers=headers)  # type: ignore[attr-defined]
+        return exc
+
+    policy = RetryPolicy(max_retries=2, backoff_seconds=0.5)
+    assert policy.delay(1, failure(429)) == 0.5 and policy.delay(2, failure(500)) == 1.0
+    assert policy.delay(1, failure(503, "2.5")) == 2.5 and policy.delay(1, failure(503, "soon")) == 0.5
+    assert policy.delay(3, failure(503)) is None and policy.delay(1, failure(401)) is None
+    assert is_retryable(asyncio.TimeoutError()) and not is_retryable(asyncio.CancelledError())
+    assert not is_retryable(ValueError("bad request"))
