@@ -627,3 +627,4 @@ def test_aliased_rlm_stats_is_the_usage_module() -> None:
     from rlm_compat.dropin import MODULE_RENAMES
 
     assert MODULE_RENAMES["stats"] == "record.usage"
+    assert MODULE_RENAMES["budget"] == "record.budget"
