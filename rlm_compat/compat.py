@@ -67,6 +67,8 @@ class ApiSemantics:
     empty_response_feedback: str | None = None
     """0.5.0: an empty (or whitespace) model response is not run; this text is the next user
     message instead. 2fb46cc runs it (``"No code to execute"``)."""
+    max_iterations_message: str = "Max iterations ({limit}) exceeded without FINAL()"
+    """MaxIterationsError's text (0.5.0: "... without a final answer")."""
     retries_by_rlm: bool = False
     """0.5.0: the RLM retries transient provider failures itself (``max_retries``, default 0;
     ``retry_backoff_seconds``), each attempt a counted, budgeted call; litellm's retries are
@@ -109,6 +111,7 @@ class ApiSemantics:
             null_content_is_empty=True,
             parsed_final_method="directive",
             retries_by_rlm=True,
+            max_iterations_message="Max iterations ({limit}) exceeded without a final answer",
             module_renames=(("parser", "parser_v050"), ("repl", "repl_v050")),
         )
 

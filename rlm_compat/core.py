@@ -517,7 +517,7 @@ class RLM:
             messages.append(Message(role="assistant", content=response))
             messages.append(Message(role="user", content=observation))
 
-        raise MaxIterationsError(f"Max iterations ({self.max_iterations}) exceeded without FINAL()")
+        raise MaxIterationsError(self.api.max_iterations_message.format(limit=self.max_iterations))
 
     async def _step(
         self, step: _Step, iteration: int, response: str, repl_thread: concurrent.futures.ThreadPoolExecutor

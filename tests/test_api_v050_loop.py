@@ -274,3 +274,12 @@ def test_retry_policy_reads_status_and_retry_after() -> None:
     assert policy.delay(3, failure(503)) is None and policy.delay(1, failure(401)) is None
     assert is_retryable(asyncio.TimeoutError()) and not is_retryable(asyncio.CancelledError())
     assert not is_retryable(ValueError("bad request"))
+
+
+def test_max_iterations_message_follows_the_preset(chat_server: ServerFactory) -> None:
+    from rlm_compat.errors import MaxIterationsError
+
+    with pytest.raises(MaxIterationsError, match=r"^Max iterations \(1\) exceeded without FINAL\(\)$"):
+        make(chat_server(["x = 1"]), max_iterations=1).complete("q", "ctx")
+    with pytest.raises(MaxIterationsError, match=r"^Max iterations \(1\) exceeded without a final answer$"):
+        make(chat_server(["x = 1"]), api="0.5", max_iterations=1).complete("q", "ctx")
