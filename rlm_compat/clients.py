@@ -20,7 +20,7 @@ import json
 import logging
 import os
 import threading
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
@@ -66,13 +66,19 @@ class LiteLLMClient:
     tests do) yields a reply without figures rather than an error.
     """
 
-    def __init__(self, module: Callable[[], Any]) -> None:
+    def __init__(
+        self, module: Callable[[], Any], acompletion: Callable[..., Awaitable[Any]] | None = None
+    ) -> None:
+        """``acompletion``: called instead of ``litellm.acompletion`` with the same keywords and
+        expected to return a response of the same shape (0.5.0's ``completion_handler``)."""
         self._module = module
+        self._acompletion = acompletion
 
     async def complete(self, model: str, messages: list[Message], **kwargs: Any) -> ModelReply:
         _install_retry_log_hook()
         try:
-            response = await self._module().acompletion(model=model, messages=messages, **kwargs)
+            call = self._acompletion or self._module().acompletion
+            response = await call(model=model, messages=messages, **kwargs)
         except Exception as exc:
             if _caused_by(exc, json.JSONDecodeError):
                 raise ProviderResponseError(
@@ -80,31 +86,51 @@ class LiteLLMClient:
                     "check that api_base points at an OpenAI-compatible chat-completions endpoint"
                 ) from exc
             raise
-        try:
-            content = response.choices[0].message.content
+        try:  # an object (litellm's ModelResponse) or plain JSON-shaped dicts (a custom handler's)
+            choice = field(response, "choices")[0]
+            message = field(choice, "message")
+            if message is None or (isinstance(message, dict) and "content" not in message):
+                raise KeyError("message.content")
+            content = field(message, "content") if isinstance(message, dict) else message.content
         except (AttributeError, IndexError, KeyError, TypeError) as exc:
             raise ProviderResponseError(
                 f"model {model!r} answered without choices[0].message.content ({exc!r}); "
                 "the provider sent no completion choice"
             ) from None
-        usage = getattr(response, "usage", None)
-        details = getattr(usage, "prompt_tokens_details", None)
+        usage = field(response, "usage")
+        cached = _count(field(field(usage, "prompt_tokens_details"), "cached_tokens"))
         return ModelReply(
             content=content,
-            prompt_tokens=_count(getattr(usage, "prompt_tokens", None)),
-            completion_tokens=_count(getattr(usage, "completion_tokens", None)),
-            total_tokens=_count(getattr(usage, "total_tokens", None)),
-            cached_tokens=_count(getattr(details, "cached_tokens", None)),
+            prompt_tokens=_count(field(usage, "prompt_tokens")),
+            completion_tokens=_count(field(usage, "completion_tokens")),
+            total_tokens=_count(field(usage, "total_tokens")),
+            cached_tokens=cached or _count(field(usage, "cache_read_input_tokens")) or cached,
             cost_usd=self._cost(response),
         )
 
     def _cost(self, response: Any) -> float | None:
-        """litellm's estimate from its bundled price map; None for models it has no price for."""
+        """litellm's estimate from its bundled price map; None for models it has no price for.
+
+        litellm attaches it to the response; a response without it (a custom handler's, an
+        older litellm's) is priced with ``litellm.completion_cost``, which refuses unknown models.
+        """
         hidden = getattr(response, "_hidden_params", None)
         cost = hidden.get("response_cost") if isinstance(hidden, dict) else None
+        if cost is None:
+            try:
+                cost = self._module().completion_cost(completion_response=response)
+            except Exception:  # litellm raises assorted errors for unpriced models
+                return None
         if isinstance(cost, (int, float)) and not isinstance(cost, bool):
             return float(cost)
         return None
+
+
+def field(obj: Any, name: str) -> Any:
+    """``obj[name]`` for a mapping, ``obj.name`` otherwise: providers report usage either way."""
+    if isinstance(obj, dict):
+        return obj.get(name)
+    return getattr(obj, name, None)
 
 
 def _count(value: Any) -> int | None:

@@ -12,15 +12,11 @@ The preset is orthogonal to the behaviour :class:`~rlm_compat.profiles.Profile`:
 whether 2fb46cc's *defects* are reproduced, the preset says which release's *contract* applies.
 Security holes are never part of either.
 
-Who reads which field. Today: :mod:`rlm_compat.options` (``refused_provider_options``),
-:class:`~rlm_compat.repl.REPLExecutor` (``show_vars``, ``answer_object``) and
-:mod:`rlm_compat.dropin` (``module_renames``). Hooks for the RLM loop, which reads ``RLM.api``
-once the run record (issue 12) lands there: ``max_depth_default`` and
-``depth_is_subcall_capability`` (the depth check and ``recursive_llm`` / ``rlm_query``),
-``llm_query_takes_context`` (the REPL's ``llm_query``), ``standalone_final_only`` (resolve a
-response with :mod:`rlm_compat.parser_v050` and ``REPLExecutor.pop_final_answer``),
-``stats_per_run`` (``RLM.stats``), and ``REPLExecutor(config=..., api=self.api)`` for the loop's
-executors; per-call keywords go through :func:`rlm_compat.options.check_call_options`.
+Who reads which field: :mod:`rlm_compat.options` (``refused_provider_options``),
+:class:`~rlm_compat.repl.REPLExecutor` (``show_vars``, ``answer_object``),
+:mod:`rlm_compat.dropin` (``module_renames``) and the RLM loop (:mod:`rlm_compat.core`, through
+``RLM.api``: every other field; its executors get ``api=`` too, and per-call keywords go through
+:func:`rlm_compat.options.check_call_options`).
 """
 
 from __future__ import annotations
@@ -63,8 +59,26 @@ class ApiSemantics:
     show_vars: bool = False
     """0.5.0: the REPL has ``SHOW_VARS()``, the user variables and their type names."""
     refused_provider_options: frozenset[str] = frozenset()
-    """Model-call options the release refuses (0.5.0: litellm's ``num_retries`` — use the RLM's
-    ``max_retries``)."""
+    """Model-call options the release refuses (0.5.0: litellm's ``num_retries``, and a per-call
+    ``max_retries`` — use the RLM's ``max_retries``)."""
+    strict_limits: bool = False
+    """0.5.0 refuses ``max_iterations=0`` and ``max_output_chars=0``; 2fb46cc takes them (a run
+    that stops at once, steps that show no output)."""
+    empty_response_feedback: str | None = None
+    """0.5.0: an empty (or whitespace) model response is not run; this text is the next user
+    message instead. 2fb46cc runs it (``"No code to execute"``)."""
+    max_iterations_message: str = "Max iterations ({limit}) exceeded without FINAL()"
+    """MaxIterationsError's text (0.5.0: "... without a final answer")."""
+    retries_by_rlm: bool = False
+    """0.5.0: the RLM retries transient provider failures itself (``max_retries``, default 0;
+    ``retry_backoff_seconds``), each attempt a counted, budgeted call; litellm's retries are
+    off. 2fb46cc: ``max_retries`` goes to litellm."""
+    parsed_final_method: str = "parsed"
+    """The ``final_answer`` event's ``method`` for an answer read from the response text
+    (0.5.0 calls it ``"directive"``)."""
+    null_content_is_empty: bool = False
+    """0.5.0: a reply whose content is null (reasoning-only, tool-call-only) counts as an empty
+    response (event ``provider_response_normalized``); otherwise it is a ProviderResponseError."""
     module_renames: tuple[tuple[str, str], ...] = ()
     """Aliased submodules whose module-level functions follow this release: ``rlm.<a>`` is
     ``rlm_compat.<b>`` under :func:`~rlm_compat.dropin.install_alias` (0.5.0: ``parser`` ->
@@ -88,7 +102,16 @@ class ApiSemantics:
             stats_per_run=True,
             answer_object=True,
             show_vars=True,
-            refused_provider_options=frozenset({"num_retries"}),
+            refused_provider_options=frozenset({"num_retries", "max_retries"}),
+            strict_limits=True,
+            empty_response_feedback=(
+                "Your response was empty. Reply with one Python step to run in the REPL, or with a "
+                'final directive (FINAL("...") or FINAL_VAR(name)) as the whole response.'
+            ),
+            null_content_is_empty=True,
+            parsed_final_method="directive",
+            retries_by_rlm=True,
+            max_iterations_message="Max iterations ({limit}) exceeded without a final answer",
             module_renames=(("parser", "parser_v050"), ("repl", "repl_v050")),
         )
 

@@ -24,6 +24,7 @@ from collections.abc import Awaitable, Callable, Coroutine, Iterable, Mapping
 from typing import Any, TypeVar, cast
 
 from . import parser as _parser
+from . import parser_v050 as _parser_v050
 from ._lazy import LazyModule
 from .clients import LiteLLMClient, LLMClient, ModelReply, retry_listener
 from .config import Limits, ReplConfig
@@ -34,13 +35,17 @@ from .errors import (
     MaxIterationsError,
     ProviderResponseError,
     RLMError,
+    UnsupportedOptionError,
 )
 from .events import (
     FinalAnswer,
+    FinalAnswerRejected,
+    FinalAnswerValidated,
     ModelCallFailed,
     ModelCallFinished,
     ModelCallStarted,
     ModelRetry,
+    ProviderResponseNormalized,
     ReplStep,
     RlmFailed,
     RlmFinished,
@@ -52,13 +57,14 @@ from .events import (
     SubcallStarted,
     TrajectoryEvent,
 )
-from .options import split_rlm_options
+from .options import check_call_options, split_rlm_options
 from .profiles import Profile, resolve_profile
 from .prompts import build_system_prompt
-from .record import CompletionResult, FailedCompletionResult, Observer, Run, RunBudget, RunResult
+from .record import CompletionResult, FailedCompletionResult, Observer, Run, RunBudget, RunResult, TreeStats
 from .record.config import messages_digest, run_config
 from .record.trajectory import TrajectoryWriter
 from .repl import REPLError, REPLExecutor
+from .retry import RetryPolicy
 from .sandbox import host_call
 from .types import Message
 
@@ -132,7 +138,7 @@ class RLM:
         recursive_model: str | None = None,
         api_base: str | None = None,
         api_key: str | None = None,
-        max_depth: int = 5,
+        max_depth: int | None = None,
         max_iterations: int = 30,
         _current_depth: int = 0,
         *,
@@ -155,6 +161,9 @@ class RLM:
         max_elapsed_seconds: float | None = None,
         max_concurrent_subcalls: int = 16,
         max_retries: int | None = None,
+        final_answer_validator: Callable[[str], str | None] | None = None,
+        completion_handler: Callable[..., Awaitable[Any]] | None = None,
+        retry_backoff_seconds: float | None = None,
         **llm_kwargs: Any,
     ) -> None:
         """Same positional parameters as upstream; keyword-only additions default to its behaviour.
@@ -176,13 +185,25 @@ class RLM:
         ``max_elapsed_seconds`` bound each run's whole tree (BudgetExceededError);
         ``max_concurrent_subcalls`` bounds the model calls of one ``llm_query_batched`` /
         ``rlm_query_batched``; ``max_retries`` is litellm's retry count for transient provider
-        errors (None: litellm's default).
+        errors (None: litellm's default). ``final_answer_validator(answer)`` checks the root's
+        final answer: None accepts it, a non-empty string rejects it and is shown to the model,
+        which continues (child RLMs are not validated). ``completion_handler``: an async callable
+        called instead of ``litellm.acompletion`` (same keywords, same response shape).
         """
         if not isinstance(model, str) or not model:
             raise ConfigurationError("model must be a non-empty string such as 'gpt-4o-mini'")
-        for name, value in (("max_depth", max_depth), ("max_iterations", max_iterations)):
-            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-                raise ConfigurationError(f"{name} must be a non-negative integer, not {value!r}")
+        self.api, self.llm_kwargs = split_rlm_options(llm_kwargs).unpack()
+        if max_depth is None:
+            max_depth = self.api.max_depth_default
+        least = 1 if self.api.strict_limits else 0
+        for name, value, floor in (
+            ("max_depth", max_depth, 0),
+            ("max_iterations", max_iterations, least),
+            ("max_output_chars", max_output_chars, least),
+            ("_current_depth", _current_depth, 0),
+        ):
+            if isinstance(value, bool) or not isinstance(value, int) or value < floor:
+                raise ConfigurationError(f"{name} must be an integer >= {floor}, not {value!r}")
         self.model = model
         self.recursive_model = recursive_model or model
         self.api_base = api_base
@@ -190,7 +211,6 @@ class RLM:
         self.max_depth = max_depth
         self.max_iterations = max_iterations
         self._current_depth = _current_depth
-        self.api, self.llm_kwargs = split_rlm_options(llm_kwargs).unpack()
         if repl_config is None:
             repl_config = ReplConfig(
                 profile=resolve_profile(profile),
@@ -205,8 +225,15 @@ class RLM:
         self.profile = repl_config.profile
         self.prompt_version = prompt_version
         build_system_prompt(0, version=prompt_version)  # fail now on an unknown version
-        self.client: LLMClient = client if client is not None else LiteLLMClient(_litellm_module)
-        self.repl = REPLExecutor(config=repl_config)
+        if completion_handler is not None and (client is not None or not callable(completion_handler)):
+            raise ConfigurationError(
+                "completion_handler must be an async callable replacing litellm.acompletion, and "
+                "cannot be combined with client= (pass one or the other)"
+            )
+        self.client: LLMClient = (
+            client if client is not None else LiteLLMClient(_litellm_module, completion_handler)
+        )
+        self.repl = REPLExecutor(config=repl_config, api=self.api)
         self._llm_calls = 0
         self._iterations = 0
         self._count_lock = threading.Lock()
@@ -237,6 +264,19 @@ class RLM:
         self.max_elapsed_seconds = max_elapsed_seconds
         self.max_concurrent_subcalls = max_concurrent_subcalls
         self.max_retries = max_retries
+        if final_answer_validator is not None and not callable(final_answer_validator):
+            raise ConfigurationError(
+                "final_answer_validator must be a callable (answer) -> None | reason, "
+                f"not {final_answer_validator!r}"
+            )
+        self.final_answer_validator = final_answer_validator
+        if retry_backoff_seconds is not None and not self.api.retries_by_rlm:
+            raise UnsupportedOptionError(
+                "retry_backoff_seconds applies to the RLM's own retries (api='0.5'); with the default "
+                "API, litellm retries max_retries times with its provider SDK's backoff"
+            )
+        self.retry_backoff_seconds = 1.0 if retry_backoff_seconds is None else retry_backoff_seconds
+        self.retry_policy = RetryPolicy(max_retries or 0, self.retry_backoff_seconds)
         self.last_run: RunResult | None = None
 
     # --- public API (both upstream spellings, one implementation) -----------------------------
@@ -281,13 +321,20 @@ class RLM:
 
     # --- one run: its record, then the root node ------------------------------------------------
 
-    def _new_run(self) -> Run:
-        budget = RunBudget(
+    def _budget(self) -> RunBudget:
+        return RunBudget(
             max_calls=self.max_total_calls,
             max_tokens=self.max_total_tokens,
             max_cost_usd=self.max_total_cost_usd,
             max_elapsed_seconds=self.max_elapsed_seconds,
         )
+
+    def _idle_stats(self) -> dict[str, Any]:
+        """What a run's stats look like before it made any call (per-run ``stats`` before a run)."""
+        return {**TreeStats().snapshot(), "budget": self._budget().snapshot()}
+
+    def _new_run(self) -> Run:
+        budget = self._budget()
         writer = None
         if self.trajectory_path is not None:
             writer = TrajectoryWriter(self.trajectory_path, redact=not self.capture_trajectory_content)
@@ -299,7 +346,10 @@ class RLM:
         """One root run: its own :class:`Run`, the root node, then the result object."""
         if query and not context:
             query, context = "", query
-        if self._current_depth >= self.max_depth:
+        kwargs = check_call_options(kwargs, api=self.api, caller="complete()", stacklevel=5)
+        # 0.5.0's max_depth bounds what a run may call, so a root run is always allowed
+        root_exempt = self.api.depth_is_subcall_capability and self._current_depth == 0
+        if self._current_depth >= self.max_depth and not root_exempt:
             raise MaxDepthError(f"Max recursion depth ({self.max_depth}) exceeded")
         run = self._new_run()
         config = run_config(self)
@@ -384,8 +434,9 @@ class RLM:
         """A REPL session for the node, the loop in it, and the session's release."""
         loop = asyncio.get_running_loop()
         # One REPL session per node: concurrent runs of one RLM never share a namespace or worker.
-        self.repl = repl = REPLExecutor(config=self.repl_config)
-        env = self._build_repl_env(query, context, loop, run, node)
+        self.repl = repl = REPLExecutor(config=self.repl_config, api=self.api)
+        calls = _SubCalls(self, run, node, loop)
+        env = self._build_repl_env(query, context, calls)
         box = _FinalBox(env)
         if not self.profile.minimal_env:
             env["FINAL"] = host_call(box.final, "answer")
@@ -395,13 +446,26 @@ class RLM:
             Message(role="system", content=self._system_prompt(context)),
             Message(role="user", content=query),
         ]
-        resolve = _upstream_resolution if self.profile.upstream_parser else _parser.resolve_final
-        step = _Step(run, node, repl, env, box, resolve, loop, iterations)
-        with concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="rlm-repl") as repl_thread:
-            try:
-                return await self._loop(step, messages, repl_thread, kwargs)
-            finally:
-                repl.close()
+        if self.api.standalone_final_only:
+            resolve = _parser_v050.resolve_final
+        elif self.profile.upstream_parser:
+            resolve = _upstream_resolution
+        else:
+            resolve = _parser.resolve_final
+        resolve_first = self.profile.final_before_exec or self.api.standalone_final_only
+        step = _Step(run, node, repl, env, box, resolve, loop, iterations, resolve_first)
+        repl_thread = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="rlm-repl")
+        try:
+            return await self._loop(step, messages, repl_thread, kwargs)
+        except asyncio.CancelledError:
+            # The caller stopped this run: stop its sub-calls and its step now. Waiting for the
+            # REPL thread here would block the loop the thread may be waiting on.
+            calls.cancel()
+            repl.abort()
+            raise
+        finally:
+            repl.close()
+            repl_thread.shutdown(wait=False)
 
     async def _loop(
         self,
@@ -420,42 +484,120 @@ class RLM:
                 run, node, messages, is_leaf=False, iteration=iteration + 1, sent=sent, **kwargs
             )
             sent = len(messages)
+            if self.api.empty_response_feedback is not None and not response.strip():
+                messages.append(Message(role="assistant", content=response))
+                messages.append(Message(role="user", content=self.api.empty_response_feedback))
+                continue
 
             settle = functools.partial(
                 step.resolve, response, env, render=functools.partial(repl.render, env)
             )
-            if self.profile.final_before_exec:
+            observation: str | None = None
+            # a standalone directive (0.5) is the answer, never code to run
+            if step.resolve_first:
+                run.budget.check()  # a reply that crossed a token or cost limit ends nothing
                 early = await loop.run_in_executor(repl_thread, settle)
                 if early.answer is not None:
-                    return _settled(run, depth, node, str(early.answer), "parsed")
+                    observation = await self._rejection(step, str(early.answer))
+                    if observation is None:
+                        return _settled(run, depth, node, str(early.answer), self.api.parsed_final_method)
 
-            started = time.perf_counter()
-            observation, failed = await loop.run_in_executor(repl_thread, self._observe, repl, response, env)
-            run.emit(
-                ReplStep,
-                depth=depth,
-                node_id=node,
-                iteration=iteration + 1,
-                code=response,
-                output=observation,
-                error=failed,
-                duration_seconds=round(time.perf_counter() - started, 6),
-                runner=repl.isolation,
-            )
-            run.budget.check()
-            if step.box.answer is not None:
-                return _settled(run, depth, node, step.box.answer, "callable")
-            if not self.profile.final_before_exec:
-                late = await loop.run_in_executor(repl_thread, settle)
-                if late.answer is not None:
-                    return _settled(run, depth, node, str(late.answer), "parsed")
-                if late.feedback:
-                    observation = f"{observation}\n{late.feedback}"
+            if observation is None:
+                observation = await self._step(step, iteration, response, repl_thread)
+                candidate = await self._candidate(step, settle, repl_thread)
+                if isinstance(candidate, tuple):
+                    answer, method = candidate
+                    rejection = await self._rejection(step, answer)
+                    if rejection is None:
+                        return _settled(run, depth, node, answer, method)
+                    observation = f"{observation}\n{rejection}"
+                elif candidate:
+                    observation = f"{observation}\n{candidate}"
 
             messages.append(Message(role="assistant", content=response))
             messages.append(Message(role="user", content=observation))
 
-        raise MaxIterationsError(f"Max iterations ({self.max_iterations}) exceeded without FINAL()")
+        raise MaxIterationsError(self.api.max_iterations_message.format(limit=self.max_iterations))
+
+    async def _step(
+        self, step: _Step, iteration: int, response: str, repl_thread: concurrent.futures.ThreadPoolExecutor
+    ) -> str:
+        """Execute the response in the node's REPL and record it; the observation for the model."""
+        started = time.perf_counter()
+        observation, failed = await step.loop.run_in_executor(
+            repl_thread, self._observe, step.repl, response, step.env
+        )
+        step.run.emit(
+            ReplStep,
+            depth=self._current_depth,
+            node_id=step.node,
+            iteration=iteration + 1,
+            code=response,
+            output=observation,
+            error=failed,
+            duration_seconds=round(time.perf_counter() - started, 6),
+            runner=step.repl.isolation,
+        )
+        step.run.budget.check()
+        return observation
+
+    async def _candidate(
+        self,
+        step: _Step,
+        settle: Callable[[], _parser.FinalResolution],
+        repl_thread: concurrent.futures.ThreadPoolExecutor,
+    ) -> tuple[str, str] | str | None:
+        """After a step: ``(answer, method)`` if it ends the node, else feedback text or None."""
+        if step.box.answer is not None:
+            return step.box.answer, "callable"
+        published = step.repl.pop_final_answer()
+        if published is not None:
+            return published, "answer"
+        if step.resolve_first:
+            return None
+        late = await step.loop.run_in_executor(repl_thread, settle)
+        if late.answer is not None:
+            return str(late.answer), self.api.parsed_final_method
+        return late.feedback
+
+    async def _rejection(self, step: _Step, answer: str) -> str | None:
+        """The validator's verdict on a final answer: None to accept, else feedback for the model.
+
+        Only the RLM it was given to validates (children are built without one). A rejected
+        answer is withdrawn from the REPL (the callable FINAL's box, the ``answer`` dict), so the
+        next step starts undecided. A validator that raises, or returns anything but None or a
+        non-empty string, ends the run with RLMError: it is the application's bug, not the model's.
+        """
+        validator = self.final_answer_validator
+        if validator is None:
+            return None
+        try:
+            verdict = await asyncio.to_thread(validator, answer)
+        except Exception as exc:
+            raise RLMError(f"Final-answer validator failed: {type(exc).__name__}: {exc}") from exc
+        step.run.budget.check()
+        if verdict is None:
+            step.run.emit(
+                FinalAnswerValidated, depth=self._current_depth, node_id=step.node, answer_chars=len(answer)
+            )
+            return None
+        if not isinstance(verdict, str) or not verdict.strip():
+            raise RLMError(
+                "Final-answer validator must return None or a non-empty string (the reason shown "
+                f"to the model), not {verdict!r}"
+            )
+        step.run.emit(
+            FinalAnswerRejected,
+            depth=self._current_depth,
+            node_id=step.node,
+            answer_chars=len(answer),
+            reason_chars=len(verdict),
+        )
+        step.box.answer = None
+        published = step.env.get("answer")
+        if step.repl.api.answer_object and isinstance(published, dict) and published.get("ready"):
+            step.repl.reset_final_answer()
+        return f"Final answer rejected by validator: {verdict}\nFix the answer and give a final answer again."
 
     def completion(self, query: str = "", context: str = "", **kwargs: Any) -> str:
         """2fb46cc's name for :meth:`complete`."""
@@ -466,13 +608,18 @@ class RLM:
         return await self.acomplete(query, context, **kwargs)
 
     @property
-    def stats(self) -> dict[str, int]:
-        """``llm_calls`` (cumulative), ``iterations`` (of the last run) and ``depth``."""
-        return {
-            "llm_calls": self._llm_calls,
-            "iterations": self._iterations,
-            "depth": self._current_depth,
-        }
+    def stats(self) -> dict[str, Any]:
+        """``llm_calls``, ``iterations`` (of the last run) and ``depth``.
+
+        2fb46cc's contract: ``llm_calls`` adds up across runs of this RLM. With a preset whose
+        ``stats_per_run`` is set (0.5.0's), every figure is the latest run's whole tree (its
+        :class:`~rlm_compat.record.stats.TreeStats` keys and ``budget``; zeros before any run).
+        """
+        own = {"llm_calls": self._llm_calls, "iterations": self._iterations, "depth": self._current_depth}
+        if not self.api.stats_per_run:
+            return own
+        tree = self.last_run.stats if self.last_run is not None else self._idle_stats()
+        return {**copy.deepcopy(tree), "iterations": self._iterations, "depth": self._current_depth}
 
     def __repr__(self) -> str:
         return (
@@ -510,15 +657,62 @@ class RLM:
         sent: int = 0,
         **kwargs: Any,
     ) -> str:
-        """One model call: reserved in the budget, recorded as it starts, retries and ends."""
+        """One model call: reserved in the budget, recorded as it starts, retries and ends.
+
+        With the preset's ``retries_by_rlm`` (0.5), a transient failure is retried here, each
+        attempt its own reserved and recorded call (litellm's own retries switched off).
+        """
         model = kwargs.pop("model", None) or self._default_model()
         call_kwargs = {**self.llm_kwargs, **kwargs}
         if self.api_base:
             call_kwargs["api_base"] = self.api_base
         if self.api_key:
             call_kwargs["api_key"] = self.api_key
-        if self.max_retries is not None and isinstance(self.client, LiteLLMClient):
-            call_kwargs.setdefault("max_retries", self.max_retries)
+        policy = self.retry_policy if self.api.retries_by_rlm else None
+        if isinstance(self.client, LiteLLMClient):
+            if policy is not None:
+                call_kwargs["num_retries"] = 0
+            elif self.max_retries is not None:
+                call_kwargs.setdefault("max_retries", self.max_retries)
+        attempt = 1
+        while True:
+            outcome = await self._attempt(
+                run, node, messages, model, call_kwargs, is_leaf, iteration, sent, attempt, policy
+            )
+            if isinstance(outcome, str):
+                return outcome
+            remaining = run.budget.remaining_seconds()
+            if remaining is not None and outcome >= remaining:
+                run.budget.expire()  # the next attempt could not start before the deadline
+            depth = self._current_depth + 1 if is_leaf else self._current_depth
+            run.emit(
+                ModelRetry,
+                depth=depth,
+                node_id=node,
+                parent_id=node,
+                model=model,
+                attempt=attempt + 1,
+                delay_seconds=round(outcome, 6),
+                failed_attempt=attempt,
+                next_attempt=attempt + 1,
+            )
+            await asyncio.sleep(outcome)
+            attempt += 1
+
+    async def _attempt(
+        self,
+        run: Run,
+        node: str,
+        messages: list[Message],
+        model: str,
+        call_kwargs: dict[str, Any],
+        is_leaf: bool,
+        iteration: int | None,
+        sent: int,
+        attempt: int,
+        policy: RetryPolicy | None,
+    ) -> str | float:
+        """One provider request: its reply, or (under an RLM retry policy) the delay before the next."""
         run.budget.reserve_call()
         with self._count_lock:
             self._llm_calls += 1
@@ -535,6 +729,7 @@ class RLM:
             message_count=len(messages),
             messages_digest=messages_digest(messages),
             messages=tuple(Message(role=m["role"], content=m["content"]) for m in messages[sent:]),
+            attempt=attempt,
         )
         retries = 0
 
@@ -560,12 +755,25 @@ class RLM:
                 )
             figures = reply if isinstance(reply, ModelReply) else ModelReply(content=reply)
             content = figures.content
+            if content is None and self.api.null_content_is_empty:
+                run.emit(
+                    ProviderResponseNormalized,
+                    depth=depth,
+                    node_id=call,
+                    parent_id=node,
+                    model=model,
+                    reason="null content read as an empty response",
+                )
+                content = ""
             if not isinstance(content, str):
                 raise ProviderResponseError(
                     f"model {model!r} returned {type(content).__name__} content instead of text; "
                     "RLM needs a plain text reply (tool calls and empty replies are not supported)"
                 )
         except BaseException as exc:
+            delay = (
+                None if policy is None or isinstance(exc, BudgetExceededError) else policy.delay(attempt, exc)
+            )
             run.emit(
                 ModelCallFailed,
                 depth=depth,
@@ -577,7 +785,10 @@ class RLM:
                 error=str(exc),
                 latency_seconds=round(time.perf_counter() - started, 6),
                 retries=retries,
+                retrying=delay is not None,
             )
+            if delay is not None:
+                return delay
             raise
         run.emit(
             ModelCallFinished,
@@ -597,18 +808,20 @@ class RLM:
         )
         return content
 
-    def _build_repl_env(
-        self, query: str, context: Any, loop: asyncio.AbstractEventLoop, run: Run, node: str
-    ) -> dict[str, Any]:
-        calls = _SubCalls(self, run, node, loop)
-        env: dict[str, Any] = {
-            "context": context,
-            "query": query,
-            "recursive_llm": host_call(self._make_recursive_fn(calls)),
-            "re": re,
-        }
+    def _build_repl_env(self, query: str, context: Any, calls: _SubCalls) -> dict[str, Any]:
+        env: dict[str, Any] = {"context": context, "query": query}
+        if self.api.answer_object:
+            env["answer"] = {"content": "", "ready": False}
+        capability = self.api.depth_is_subcall_capability
+        if capability and self.max_depth == 0:
+            env["re"] = re  # 0.5.0: a run that may call nothing gets no query functions
+            return env
+        recursive = calls.rlm_query() if capability else self._make_recursive_fn(calls)
+        env["recursive_llm"] = host_call(recursive)
+        env["re"] = re
         if not self.profile.minimal_env:
-            env["llm_query"] = host_call(calls.llm_query())
+            leaf = calls.llm_query_with_context() if self.api.llm_query_takes_context else calls.llm_query()
+            env["llm_query"] = host_call(leaf)
             env["llm_query_batched"] = host_call(calls.llm_query_batched())
             env["rlm_query"] = host_call(calls.rlm_query())
             env["rlm_query_batched"] = host_call(calls.rlm_query_batched())
@@ -631,13 +844,14 @@ class RLM:
         child._current_depth = self._current_depth + 1
         child._llm_calls = child._iterations = 0
         child.messages = []
+        child.final_answer_validator = None  # the root's answer rules, not a sub-task's
         return child
 
 
 class _Step:
     """What one node's loop works with (kept together so the loop's signature stays short)."""
 
-    __slots__ = ("box", "env", "iterations", "loop", "node", "repl", "resolve", "run")
+    __slots__ = ("box", "env", "iterations", "loop", "node", "repl", "resolve", "resolve_first", "run")
 
     def __init__(
         self,
@@ -649,9 +863,11 @@ class _Step:
         resolve: Callable[..., _parser.FinalResolution],
         loop: asyncio.AbstractEventLoop,
         iterations: list[int],
+        resolve_first: bool,
     ) -> None:
         self.run, self.node, self.repl, self.env, self.box = run, node, repl, env, box
         self.resolve, self.loop, self.iterations = resolve, loop, iterations
+        self.resolve_first = resolve_first
 
 
 class _SubCalls:
@@ -666,9 +882,28 @@ class _SubCalls:
 
     def __init__(self, rlm: RLM, run: Run, node: str, loop: asyncio.AbstractEventLoop) -> None:
         self.rlm, self.run, self.node, self.loop = rlm, run, node, loop
+        self._lock = threading.Lock()
+        self._pending: set[concurrent.futures.Future[Any]] = set()
 
     def _call(self, function: str, count: int, work: Awaitable[_T]) -> _T:
-        return _run_on_loop(self.loop, self._recorded(function, count, work))
+        coro = self._recorded(function, count, work)
+        if not self.loop.is_running() or _loop_running(self.loop):
+            return _run_on_loop(self.loop, coro)
+        future = asyncio.run_coroutine_threadsafe(coro, self.loop)
+        with self._lock:
+            self._pending.add(future)
+        try:
+            return future.result()
+        finally:
+            with self._lock:
+                self._pending.discard(future)
+
+    def cancel(self) -> None:
+        """Cancel the sub-calls in flight (their run was cancelled); their callers see CancelledError."""
+        with self._lock:
+            pending = list(self._pending)
+        for future in pending:
+            future.cancel()
 
     async def _recorded(self, function: str, count: int, work: Awaitable[_T]) -> _T:
         depth = self.rlm._current_depth
@@ -707,6 +942,15 @@ class _SubCalls:
             """One plain model call (no REPL) with ``prompt`` as the user message."""
             _check_text("llm_query(prompt)", prompt)
             return self._call("llm_query", 1, self._leaf(prompt, model))
+
+        return llm_query
+
+    def llm_query_with_context(self) -> Callable[..., str]:
+        def llm_query(query: str, context: str = "", model: str | None = None) -> str:
+            """One plain model call (no REPL) answering ``query`` over ``context``."""
+            _check_text("llm_query(query)", query)
+            _check_text("llm_query(context)", context)
+            return self._call("llm_query", 1, self._leaf(_leaf_prompt(query, context), model))
 
         return llm_query
 
@@ -765,8 +1009,7 @@ class _SubCalls:
     async def _rlm(self, query: str, context: str) -> str:
         """A child RLM; at the depth limit a plain model call over query and context instead."""
         if self.rlm._current_depth + 1 >= self.rlm.max_depth:
-            prompt = f"{query}\n\n{context}" if context else query
-            return await self._leaf(prompt, None)
+            return await self._leaf(_leaf_prompt(query, context), None)
         return await self._child(query, context)
 
     async def _batch(self, jobs: list[Callable[[], Awaitable[str]]]) -> list[str]:
@@ -791,6 +1034,11 @@ class _SubCalls:
         return answers
 
 
+def _leaf_prompt(query: str, context: str) -> str:
+    """The user message of a plain model call asked ``query`` over ``context``."""
+    return f"{query}\n\n{context}" if context else query
+
+
 class _ItemError(str):
     """A batch item's error text (a plain str to the model; counted as an error in the record)."""
 
@@ -802,11 +1050,18 @@ async def _within_budget(budget: RunBudget, call: Awaitable[_T]) -> _T:
     remaining = budget.remaining_seconds()
     if remaining is None:
         return await call
+    # not wait_for: a provider's own timeout error must stay its own (retryable), not the deadline
+    task = asyncio.ensure_future(call)
     try:
-        return await asyncio.wait_for(call, remaining)
-    except asyncio.TimeoutError:
+        done, _ = await asyncio.wait({task}, timeout=remaining)
+    except asyncio.CancelledError:
+        task.cancel()
+        raise
+    if not done:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
         budget.expire()
-        raise  # unreachable: expire() raises
+    return task.result()
 
 
 def _settled(run: Run, depth: int, node: str, answer: str, method: str) -> str:

@@ -54,9 +54,10 @@ __all__ = [
 
 TARGET = "rlm_compat"
 
-MODULE_RENAMES: Mapping[str, str] = {}
-"""Aliased submodule -> rlm_compat submodule, only where the names differ (``"results"`` ->
-``"record.results"`` would go here); every other ``rlm.<x>`` maps to ``rlm_compat.<x>``."""
+MODULE_RENAMES: Mapping[str, str] = {"budget": "record.budget", "stats": "record.usage"}
+"""Aliased submodule -> rlm_compat submodule, only where the names differ (0.5.0's ``rlm.budget``
+is :mod:`rlm_compat.record.budget`, its ``rlm.stats`` :mod:`rlm_compat.record.usage`); every other
+``rlm.<x>`` maps to ``rlm_compat.<x>``."""
 
 SHIM_ENV = "RLM_COMPAT_ALIAS_SHIM"
 """Set to the shim directory once it is on ``$PYTHONPATH``, so a nested install reuses it."""

@@ -25,10 +25,13 @@ __all__ = [
     "CONTENT_FIELDS",
     "EVENT_TYPES",
     "FinalAnswer",
+    "FinalAnswerRejected",
+    "FinalAnswerValidated",
     "ModelCallFailed",
     "ModelCallFinished",
     "ModelCallStarted",
     "ModelRetry",
+    "ProviderResponseNormalized",
     "ReplStep",
     "RlmFailed",
     "RlmFinished",
@@ -157,6 +160,8 @@ class ModelCallStarted(TrajectoryEvent):
     message_count: int
     messages_digest: str
     messages: tuple[Message, ...]
+    attempt: int = 1
+    """1, or the number of an RLM-level retry's attempt (0.5 API)."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -167,6 +172,9 @@ class ModelRetry(TrajectoryEvent):
     model: str
     attempt: int
     delay_seconds: float
+    failed_attempt: int = 0
+    """RLM-level retries (0.5 API): the attempt that failed and the one about to start."""
+    next_attempt: int = 0
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -198,6 +206,8 @@ class ModelCallFailed(TrajectoryEvent):
     error: str
     latency_seconds: float
     retries: int
+    retrying: bool = False
+    """The RLM retries this call (0.5 API), so the failure does not end the run."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -242,6 +252,36 @@ class FinalAnswer(TrajectoryEvent):
     method: str
 
 
+@dataclass(frozen=True, kw_only=True)
+class FinalAnswerRejected(TrajectoryEvent):
+    """The run's ``final_answer_validator`` refused an answer; the model was shown the reason.
+
+    Only sizes are kept: the answer and the reason may carry the context's text, and the reason
+    reaches the trajectory through the next model call's messages anyway.
+    """
+
+    kind: ClassVar[str] = "final_answer_rejected"
+    answer_chars: int
+    reason_chars: int
+
+
+@dataclass(frozen=True, kw_only=True)
+class FinalAnswerValidated(TrajectoryEvent):
+    """The run's ``final_answer_validator`` accepted the answer that ends the run."""
+
+    kind: ClassVar[str] = "final_answer_validated"
+    answer_chars: int
+
+
+@dataclass(frozen=True, kw_only=True)
+class ProviderResponseNormalized(TrajectoryEvent):
+    """A reply was read in a documented non-literal way (0.5 API: null content as empty text)."""
+
+    kind: ClassVar[str] = "provider_response_normalized"
+    model: str
+    reason: str
+
+
 EVENT_TYPES: dict[str, type[TrajectoryEvent]] = {
     cls.kind: cls
     for cls in (
@@ -259,6 +299,9 @@ EVENT_TYPES: dict[str, type[TrajectoryEvent]] = {
         SubcallStarted,
         SubcallFinished,
         FinalAnswer,
+        FinalAnswerRejected,
+        FinalAnswerValidated,
+        ProviderResponseNormalized,
     )
 }
 """Every event class by its ``kind``."""

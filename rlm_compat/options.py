@@ -191,7 +191,7 @@ def check_call_options(
     if refused:
         raise UnsupportedOptionError(
             f"{caller}: {_names(refused)} refused under the {api.name} API semantics "
-            "(retries are the RLM's own: use max_retries=...)"
+            "(retries are the RLM's own, counted in its stats and budget: use RLM max_retries=...)"
         )
     unimplemented = sorted(set(options) & set(RELEASE_050_OPTIONS))
     if unimplemented:

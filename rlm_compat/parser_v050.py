@@ -13,10 +13,19 @@ functions of :mod:`rlm_compat.parser` keep 2fb46cc's. Same names, same signature
 from __future__ import annotations
 
 import ast
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
-__all__ = ["extract_final", "extract_final_var", "extract_final_var_name", "is_final", "parse_response"]
+from .parser import FinalResolution
+
+__all__ = [
+    "extract_final",
+    "extract_final_var",
+    "extract_final_var_name",
+    "is_final",
+    "parse_response",
+    "resolve_final",
+]
 
 
 def _call_text(response: str, directive: str) -> str | None:
@@ -70,3 +79,24 @@ def parse_response(response: str, env: Mapping[str, Any]) -> str | None:
     """The answer of a standalone directive: ``FINAL`` first, then ``FINAL_VAR``; else None."""
     answer = extract_final(response)
     return answer if answer is not None else extract_final_var(response, env)
+
+
+def resolve_final(
+    response: str, env: Mapping[str, Any], *, render: Callable[[str], str] | None = None
+) -> FinalResolution:
+    """The loop's view under 0.5.0's rules (same shape as :func:`rlm_compat.parser.resolve_final`).
+
+    A standalone directive ends the run; ``FINAL_VAR`` of a name the REPL does not hold gets
+    feedback naming it rather than silently counting as an ordinary step.
+    """
+    answer = extract_final(response)
+    if answer is not None:
+        return FinalResolution(answer, None)
+    name = extract_final_var_name(response)
+    if name is None:
+        return FinalResolution(None, None)
+    if name not in env:
+        return FinalResolution(
+            None, f"FINAL_VAR({name}) names no variable of the REPL; assign {name} first, then answer again."
+        )
+    return FinalResolution(render(name) if render is not None else str(env[name]), None)

@@ -2,8 +2,7 @@
 
 Set RLM_COMPAT_RELEASE_TESTS=0.5.0 to run it: the sdist is downloaded with pip into a temporary
 directory. Acceptance: every test outside rlm_compat/dropin_out_of_scope.toml passes with the 0.5
-API preset selected (until the run record of issue 12 lands, the tests of result objects, budgets
-and trajectories fail; see ``rlm-compat dropin-tests`` for the per-file table).
+API preset selected (see ``rlm-compat dropin-tests`` for the per-file table and the failing ids).
 """
 
 from __future__ import annotations

@@ -592,3 +592,39 @@ def test_recursive_llm_050_names_are_there() -> None:
     assert rlm.trajectory == ()
     assert rlm.last_run is None
     assert issubclass(ProviderResponseError, rlm_compat.LLMCallError)
+
+
+def test_usage_tracker_tallies_hand_fed_calls_with_the_run_stats_keys() -> None:
+    """0.5.0's rlm.stats.UsageTracker: a direct baseline call reports the same keys as a run."""
+    from types import SimpleNamespace
+
+    from rlm_compat.record.usage import UsageTracker
+
+    tracker = UsageTracker()
+    tracker.record_call("m", 0)
+    tracker.record_call("m", 1, is_leaf=True, is_retry=True)
+    usage = SimpleNamespace(
+        prompt_tokens=7, completion_tokens=2, total_tokens=9, prompt_tokens_details={"cached_tokens": 3}
+    )
+    tracker.record_response("m", SimpleNamespace(usage=usage), 0.25)
+    tracker.record_response("m", {"usage": None}, None)
+    stats = tracker.snapshot()
+    assert (stats["llm_calls"], stats["root_calls"], stats["recursive_calls"], stats["leaf_calls"]) == (
+        2,
+        1,
+        1,
+        1,
+    )
+    assert (stats["retry_calls"], stats["max_depth_reached"], stats["usage_calls"]) == (1, 1, 1)
+    assert (stats["prompt_tokens"], stats["total_tokens"], stats["cached_tokens"]) == (7, 9, 3)
+    assert stats["estimated_cost_usd"] == 0.25 and stats["by_model"]["m"]["priced_calls"] == 1
+    stats["by_model"]["m"]["calls"] = 99
+    assert tracker.snapshot()["by_model"]["m"]["calls"] == 2
+    assert UsageTracker().snapshot()["estimated_cost_usd"] is None
+
+
+def test_aliased_rlm_stats_is_the_usage_module() -> None:
+    from rlm_compat.dropin import MODULE_RENAMES
+
+    assert MODULE_RENAMES["stats"] == "record.usage"
+    assert MODULE_RENAMES["budget"] == "record.budget"

@@ -43,6 +43,7 @@ def run_config(rlm: Any) -> dict[str, Any]:
         "max_concurrent_subcalls": rlm.max_concurrent_subcalls,
         "max_retries": rlm.max_retries,
         "capture_trajectory_content": rlm.capture_trajectory_content,
+        "final_answer_validator": rlm.final_answer_validator is not None,
         "client": type(rlm.client).__name__,
         "llm_kwargs": {
             k: v

@@ -77,7 +77,7 @@ class TreeStats:
     def _started(self, event: ModelCallStarted) -> None:
         if event.is_leaf:
             self._leaf_calls += 1
-        else:
+        elif event.attempt == 1:
             self._iterations += 1
         if event.depth == 0:
             self._root_calls += 1
@@ -86,6 +86,7 @@ class TreeStats:
         self._max_depth = max(self._max_depth, event.depth)
         for bucket in self._buckets(event.model, event.depth):
             bucket["calls"] += 1
+            bucket["retry_calls"] += int(event.attempt > 1)  # an RLM-level retry (0.5 API)
 
     def _buckets(self, model: str, depth: int) -> tuple[dict[str, Any], ...]:
         return (
