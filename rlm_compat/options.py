@@ -208,7 +208,7 @@ def check_call_options(
             | set(RELEASE_050_OPTIONS)
             | {API_KEYWORD, PROVIDER_OPTIONS_KEYWORD}
         )
-        hints = [f"{n!r} (did you mean {m[0]!r}?)" if (m := _close(n, known)) else repr(n) for n in unknown]
+        hints = [_hint(n, known) for n in unknown]
         warnings.warn(
             UnknownOptionWarning(
                 f"{caller} got keyword argument(s) it does not know: {', '.join(hints)}; forwarded "
@@ -228,6 +228,13 @@ def _names(names: Iterable[str]) -> str:
         + ", ".join(repr(n) for n in listed)
         + (" is" if len(listed) == 1 else " are")
     )
+
+
+def _hint(name: str, known: list[str]) -> str:
+    if name in _SET_BY_RLM:
+        return f"{name!r} (set by the RLM itself for every call)"
+    match = _close(name, [k for k in known if k != name])
+    return f"{name!r} (did you mean {match[0]!r}?)" if match else repr(name)
 
 
 def _close(name: str, known: list[str]) -> list[str]:
