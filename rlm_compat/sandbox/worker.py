@@ -325,3 +325,16 @@ def serve(sock: socket.socket) -> None:
             channel.send(_done(session, result, failed))
         else:
             channel.send({"op": "refused", "protocol": PROTOCOL})
+
+
+def zygote_prewarm() -> None:
+    """What every worker would build on its first step, built once in the fork server.
+
+    The builtins mapping of each preset profile (and the standard library caches it warms) costs
+    ~7 ms; made before the fork, workers share it copy-on-write instead of paying it each.
+    """
+    from ..profiles import Profile
+    from .policy import builtins_for
+
+    for profile in (Profile.fixed(), Profile.upstream()):
+        builtins_for(profile)

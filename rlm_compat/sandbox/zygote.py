@@ -224,7 +224,10 @@ def serve(ctrl_fd: int, parent_pid: int, preload: Sequence[str]) -> NoReturn:
     loaded = []
     for name in preload:
         try:
-            importlib.import_module(name)
+            module = importlib.import_module(name)
+            prewarm = getattr(module, "zygote_prewarm", None)
+            if callable(prewarm):
+                prewarm()  # built once here, shared by every forked worker
             loaded.append(name)
         except Exception:
             pass
