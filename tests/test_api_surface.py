@@ -54,10 +54,11 @@ def test_rlm_signature_matches_upstream() -> None:
         ("recursive_model", None),
         ("api_base", None),
         ("api_key", None),
-        ("max_depth", 5),
+        ("max_depth", None),  # deviation C2: the API preset's default, 5 as in 2fb46cc unless api="0.5"
         ("max_iterations", 30),
         ("_current_depth", 0),
     ]
+    assert RLM("m", isolation="inline").max_depth == 5
     assert params[-1].kind is inspect.Parameter.VAR_KEYWORD
     for method in ("complete", "completion", "acomplete", "acompletion"):
         sig = inspect.signature(getattr(RLM, method))
