@@ -884,13 +884,17 @@ class _SubCalls:
         self.rlm, self.run, self.node, self.loop = rlm, run, node, loop
         self._lock = threading.Lock()
         self._pending: set[concurrent.futures.Future[Any]] = set()
+        self._cancelled = False
 
     def _call(self, function: str, count: int, work: Awaitable[_T]) -> _T:
         coro = self._recorded(function, count, work)
         if not self.loop.is_running() or _loop_running(self.loop):
             return _run_on_loop(self.loop, coro)
-        future = asyncio.run_coroutine_threadsafe(coro, self.loop)
-        with self._lock:
+        with self._lock:  # scheduled and registered at once: a cancel() in between would miss it
+            if self._cancelled:
+                coro.close()
+                raise concurrent.futures.CancelledError()
+            future = asyncio.run_coroutine_threadsafe(coro, self.loop)
             self._pending.add(future)
         try:
             return future.result()
@@ -901,6 +905,7 @@ class _SubCalls:
     def cancel(self) -> None:
         """Cancel the sub-calls in flight (their run was cancelled); their callers see CancelledError."""
         with self._lock:
+            self._cancelled = True
             pending = list(self._pending)
         for future in pending:
             future.cancel()
