@@ -107,13 +107,29 @@ class Profile:
 
     @classmethod
     def named(cls, name: str) -> Profile:
-        """The preset called ``name`` (``"fixed"`` or ``"upstream"``)."""
+        """The preset called ``name``, or one switch-list away from it.
+
+        ``"fixed"`` and ``"upstream"`` are the presets; ``"upstream-without:a,b"`` is upstream with
+        switches ``a`` and ``b`` off and ``"fixed-with:a"`` is fixed with ``a`` on, the two forms
+        an ablation study names on a command line. The spec itself becomes the profile's name.
+        """
         presets = {"fixed": cls.fixed, "upstream": cls.upstream}
+        base, sep, switches = name.partition(":")
+        forms = {"upstream-without": ("upstream", False), "fixed-with": ("fixed", True)}
+        if sep and base in forms:
+            preset, value = forms[base]
+            wanted = [s.strip() for s in switches.split(",") if s.strip()]
+            unknown = sorted(set(wanted) - set(QUIRKS))
+            if not wanted or unknown:
+                problem = f"unknown switch(es) {unknown}" if unknown else "no switch named"
+                raise ConfigurationError(f"profile {name!r}: {problem}; known switches: {sorted(QUIRKS)}")
+            return presets[preset]().replace(name=name, **dict.fromkeys(wanted, value))
         try:
             return presets[name]()
         except KeyError:
             raise ConfigurationError(
-                f"unknown profile {name!r}; choose one of {sorted(presets)} or pass a Profile"
+                f"unknown profile {name!r}; choose one of {sorted(presets)}, "
+                "'upstream-without:<switch>[,<switch>...]', 'fixed-with:<switch>[,...]' or pass a Profile"
             ) from None
 
     def replace(self, **changes: Any) -> Profile:

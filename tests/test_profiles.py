@@ -45,3 +45,20 @@ def test_resolution(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_profiles_are_frozen() -> None:
     with pytest.raises(AttributeError):
         Profile.fixed().separate_scopes = True  # type: ignore[misc]
+
+
+@pytest.mark.parametrize("switch", QUIRKS)
+def test_ablation_specs_turn_one_switch(switch: str) -> None:
+    without = Profile.named(f"upstream-without:{switch}")
+    assert without.name == f"upstream-without:{switch}"
+    assert set(without.enabled()) == set(QUIRKS) - {switch}
+    with_one = resolve_profile(f"fixed-with:{switch}")
+    assert list(with_one.enabled()) == [switch]
+
+
+def test_ablation_spec_with_two_switches_and_bad_specs() -> None:
+    a, b = QUIRKS[:2]
+    assert set(Profile.named(f"upstream-without:{a}, {b}").enabled()) == set(QUIRKS) - {a, b}
+    for bad in ("upstream-without:", "upstream-without:nope", "fixed-with:x,y", "other:thing"):
+        with pytest.raises(ConfigurationError, match=r"switch|unknown profile"):
+            Profile.named(bad)
