@@ -217,7 +217,7 @@ class RecordedCall:
         return {
             "model": self.model,
             "messages": [dict(m) for m in self.messages],
-            "kwargs": {k: v for k, v in self.kwargs.items() if _jsonable(v)},
+            "kwargs": {k: v for k, v in self.kwargs.items() if jsonable(v)},
             "reply": self.reply,
         }
 
@@ -291,7 +291,8 @@ class ReplayClient:
             return queue.pop(0)
 
 
-def _jsonable(value: Any) -> bool:
+def jsonable(value: Any) -> bool:
+    """Whether ``json.dumps`` takes the value: what a record keeps of free-form call arguments."""
     try:
         json.dumps(value)
     except (TypeError, ValueError):

@@ -14,6 +14,7 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
+from ..clients import jsonable as _jsonable
 from ..types import Message
 
 __all__ = ["messages_digest", "run_config"]
@@ -57,11 +58,3 @@ def messages_digest(messages: Sequence[Message]) -> str:
     """``sha256:`` and the first 16 hex digits of the canonical JSON of ``messages``."""
     blob = json.dumps([[m["role"], m["content"]] for m in messages], ensure_ascii=False)
     return "sha256:" + hashlib.sha256(blob.encode()).hexdigest()[:16]
-
-
-def _jsonable(value: Any) -> bool:
-    try:
-        json.dumps(value)
-    except (TypeError, ValueError):
-        return False
-    return True
