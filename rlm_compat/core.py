@@ -718,12 +718,10 @@ class RLM:
             self._llm_calls += 1
         depth = self._current_depth + 1 if is_leaf else self._current_depth
         call = run.node_id("call")
+        where = {"depth": depth, "node_id": call, "parent_id": node, "model": model}
         run.emit(
             ModelCallStarted,
-            depth=depth,
-            node_id=call,
-            parent_id=node,
-            model=model,
+            **where,
             is_leaf=is_leaf,
             iteration=iteration,
             message_count=len(messages),
@@ -738,10 +736,7 @@ class RLM:
             retries += 1
             run.emit(
                 ModelRetry,
-                depth=depth,
-                node_id=call,
-                parent_id=node,
-                model=model,
+                **where,
                 attempt=retries + 1,
                 delay_seconds=round(delay, 6),
             )
@@ -758,10 +753,7 @@ class RLM:
             if content is None and self.api.null_content_is_empty:
                 run.emit(
                     ProviderResponseNormalized,
-                    depth=depth,
-                    node_id=call,
-                    parent_id=node,
-                    model=model,
+                    **where,
                     reason="null content read as an empty response",
                 )
                 content = ""
@@ -776,10 +768,7 @@ class RLM:
             )
             run.emit(
                 ModelCallFailed,
-                depth=depth,
-                node_id=call,
-                parent_id=node,
-                model=model,
+                **where,
                 is_leaf=is_leaf,
                 error_type=type(exc).__name__,
                 error=str(exc),
@@ -792,10 +781,7 @@ class RLM:
             raise
         run.emit(
             ModelCallFinished,
-            depth=depth,
-            node_id=call,
-            parent_id=node,
-            model=model,
+            **where,
             is_leaf=is_leaf,
             reply=content,
             prompt_tokens=figures.prompt_tokens,
