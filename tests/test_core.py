@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from rlm_compat import RLM, ConfigurationError, LLMCallError, MaxDepthError, MaxIterationsError
+from rlm_compat.errors import UnknownOptionWarning
 from rlm_compat.prompts import build_system_prompt
 from rlm_compat.testing import ScriptedChatServer
 
@@ -111,7 +112,8 @@ def test_api_base_key_and_llm_kwargs_pass_through(chat_server: ServerFactory) ->
 def test_call_kwargs_override_model(chat_server: ServerFactory) -> None:
     server = chat_server(['FINAL("ok")'])
     rlm = make(server)
-    assert rlm.complete("q", "c", model="openai/override", max_tokens=7) == "ok"
+    with pytest.warns(UnknownOptionWarning, match="'model'.*forwarded"):
+        assert rlm.complete("q", "c", model="openai/override", max_tokens=7) == "ok"
     assert server.requests[0]["model"] == "override"
     assert server.requests[0]["max_tokens"] == 7
 
