@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import re
 import threading
 import time
@@ -12,7 +13,8 @@ from rlm_compat.errors import REPLError, REPLTimeoutError
 from rlm_compat.profiles import Profile
 from rlm_compat.repl import REPLExecutor
 from rlm_compat.sandbox import HostCall, host_call
-from rlm_compat.sandbox.deadline import resident_bytes
+from rlm_compat.sandbox.deadline import Deadline, resident_bytes, run_with_deadline
+from rlm_compat.sandbox.violations import MemorySignal
 
 
 @pytest.fixture(autouse=True)
@@ -288,3 +290,23 @@ def test_host_exceptions_reach_sandboxed_code_without_host_objects() -> None:
     )
     # Messages stay readable (a repr may show up, as in any error text); objects never cross.
     assert ex.execute(code, env) == "[None, True, (True, 'HostFailure: failed', None)]"
+
+
+def test_a_memory_stop_that_is_swallowed_comes_again() -> None:
+    """A memory stop dropped where Python cannot raise it (a gc callback) is repeated like a
+    timeout, even if the memory was freed in the meantime: the execution does not go on."""
+    deadline = Deadline(math.inf, memory_limit=-(1 << 50))  # over the allowance at once
+    caught: list[type[BaseException]] = []
+
+    def body() -> None:
+        end = time.monotonic() + 30
+        while len(caught) < 3 and time.monotonic() < end:
+            try:
+                time.sleep(0.001)
+            except MemorySignal as signal:
+                caught.append(type(signal))
+                deadline.memory_limit = None  # the memory is gone: no new sample fires
+
+    result, signal = run_with_deadline(body, deadline)
+    assert caught == [MemorySignal] * 3
+    assert signal is None and result is None

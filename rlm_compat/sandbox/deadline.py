@@ -164,7 +164,7 @@ class Deadline:
                 return None
             if self.in_host:
                 return self._due_in_host(now)
-            if now < self.deadline:
+            if now < self.deadline and self.stop is None:
                 return self.deadline
             self.stop = self.stop or TimeoutSignal
             _inject(self.tid, self.stop)
@@ -274,12 +274,19 @@ class _Watchdog:
                     heapq.heappush(self._heap, (again, next(self._seq), d))
 
     def _sample_memory(self) -> None:
+        """Stop executions that outgrew their allowance; once stopped, re-inject like a timeout.
+
+        The first injection can land where Python drops it (a garbage-collector callback that
+        freed the memory again), so a fired memory stop is kept on the heap and repeated every
+        :data:`REINJECT_INTERVAL` until the execution ends, whatever the memory does next.
+        """
         rss = resident_bytes()
         for d in list(self._memory):
             if not d.running:
                 self._memory.discard(d)
-            elif rss is not None:
-                d._check_memory(rss)
+            elif rss is not None and d._check_memory(rss):
+                self._memory.discard(d)
+                heapq.heappush(self._heap, (monotonic() + REINJECT_INTERVAL, next(self._seq), d))
 
 
 _WATCHDOG = _Watchdog()
