@@ -210,14 +210,15 @@ class ProfileBackend(Backend):
         from .. import core
 
         def new_rlm(kwargs: dict[str, Any], prompt_version: Any) -> core.RLM:
-            with warnings.catch_warnings():
-                # the recorded cases pass what 2fb46cc's callers passed (current_depth=...) on purpose
-                warnings.simplefilter("ignore", UnknownOptionWarning)
-                return core.RLM(
-                    **kwargs, profile=self.profile, prompt_version=prompt_version, isolation=self.isolation
-                )
+            return core.RLM(
+                **kwargs, profile=self.profile, prompt_version=prompt_version, isolation=self.isolation
+            )
 
-        run_loop_case(core, new_rlm, case, emit, isa=True)
+        with warnings.catch_warnings():
+            # the recorded cases pass what 2fb46cc's callers passed (current_depth=..., complete(
+            # model=...)) on purpose; the warning is tested in tests/test_options.py
+            warnings.simplefilter("ignore", UnknownOptionWarning)
+            run_loop_case(core, new_rlm, case, emit, isa=True)
 
 
 class ProfileAdapter(Adapter):
