@@ -18,7 +18,7 @@ from rlm_compat.events import SubcallStarted
 from rlm_compat.record import CompletionResult, RunResult
 from rlm_compat.research.base import Grade
 from rlm_compat.research.policies import SUBQUERY, CombinePolicy, client_for, policy_for
-from rlm_compat.research.policy import ScriptedPolicy, diagnose, read_conversation
+from rlm_compat.research.policy import ScriptedPolicy, Style, diagnose, read_conversation
 from rlm_compat.research.tasks import KINDS, GeneratedTask
 from rlm_compat.testing import ScriptedChatServer
 
@@ -47,6 +47,16 @@ def test_policy_solves_its_task_under_fixed(kind: str, isolation: str) -> None:
 def test_policy_solves_larger_contexts_under_fixed(kind: str) -> None:
     _, grade, _ = solve(GeneratedTask(kind, 100_000, 1), "fixed")
     assert grade.passed, grade.reason
+
+
+@pytest.mark.parametrize("kind", KIND_NAMES)
+def test_every_style_variant_solves_its_task_under_fixed(kind: str) -> None:
+    spec = GeneratedTask(kind, 10_000, 2)
+    styles = {Style.variant(v) for v in range(12)}
+    assert len(styles) > 6  # the variants really write differently
+    for variant in range(12):
+        _, grade, rlm = solve(spec, "fixed", variant=variant)
+        assert grade.passed, (variant, grade.reason, rlm.messages[-2:])
 
 
 @pytest.mark.parametrize("kind", KIND_NAMES)
@@ -166,6 +176,19 @@ def _error_text(profile: str, code: str) -> str:
 def test_errors_are_diagnosed_from_the_real_observation(profile: str, code: str, flag: str) -> None:
     observation = _error_text(profile, code)
     assert diagnose(observation) == frozenset({flag}), observation
+
+
+def test_final_var_given_a_value_is_diagnosed_as_a_directive_to_send_as_text() -> None:
+    from rlm_compat.clients import ScriptedClient
+
+    rlm = RLM(
+        "m",
+        client=ScriptedClient(["answer = 'x'\nFINAL_VAR(answer)", "FINAL_VAR(answer)"]),
+        profile="upstream-without:minimal_env",
+    )
+    assert rlm.complete("q", "context") == "x"
+    observation = rlm.messages[3]["content"]
+    assert diagnose(observation) == frozenset({"final_call"}), observation
 
 
 def test_a_normal_observation_is_not_an_error() -> None:

@@ -46,7 +46,7 @@ def _parse(pattern: str, query: str, kind: str) -> re.Match[str]:
 
 def _peek(state: PolicyState) -> Move | None:
     """Look at the start first, as nearly every transcript does (retried once if it failed)."""
-    if not state.done["peek"] and state.failures["peek"] < 2:
+    if "no_peek" not in state.avoid and not state.done["peek"] and state.failures["peek"] < 2:
         return Move("peek", _PEEK)
     return None
 
@@ -107,8 +107,8 @@ class NeedlePolicy(ScriptedPolicy):
 
     kind = "needle"
 
-    def __init__(self, query: str, *, max_errors: int = 4) -> None:
-        super().__init__(query, max_errors=max_errors)
+    def __init__(self, query: str, *, max_errors: int | None = None, variant: int = 0) -> None:
+        super().__init__(query, max_errors=max_errors, variant=variant)
         self.name = _parse(r"secret code for (.+?)\? Answer", query, self.kind).group(1)
 
     def root(self) -> Agent:
@@ -170,8 +170,8 @@ class AggregatePolicy(ScriptedPolicy):
 
     kind = "aggregate"
 
-    def __init__(self, query: str, *, max_errors: int = 4) -> None:
-        super().__init__(query, max_errors=max_errors)
+    def __init__(self, query: str, *, max_errors: int | None = None, variant: int = 0) -> None:
+        super().__init__(query, max_errors=max_errors, variant=variant)
         found = _parse(r"region=(\w+) and status=(\w+)\?", query, self.kind)
         self.region, self.status = found.group(1), found.group(2)
 
@@ -256,8 +256,8 @@ class MultihopPolicy(ScriptedPolicy):
 
     kind = "multihop"
 
-    def __init__(self, query: str, *, max_errors: int = 4) -> None:
-        super().__init__(query, max_errors=max_errors)
+    def __init__(self, query: str, *, max_errors: int | None = None, variant: int = 0) -> None:
+        super().__init__(query, max_errors=max_errors, variant=variant)
         self.start = _parse(r"Start at key (K-\d+)", query, self.kind).group(1)
 
     def root(self) -> Agent:
@@ -399,19 +399,24 @@ SCRIPTED_MODEL = "scripted"
 """The model name that means "the task's scripted policy" in a grid (any other goes to litellm)."""
 
 
-def policy_for(task: TaskInstance, *, max_errors: int = 4) -> ScriptedPolicy:
+def policy_for(task: TaskInstance, *, variant: int = 0, max_errors: int | None = None) -> ScriptedPolicy:
     """The deterministic policy for ``task`` (an LLMClient: pass it as ``RLM(..., client=...)``).
 
     It reads only ``task.query``. Stateless, so one policy may serve any number of runs at once.
+    ``variant`` (e.g. a grid's run index) selects the writing :class:`~.policy.Style`: variant 0
+    is the typical transcript, others draw habits and patience from a seeded stream.
+    ``max_errors`` overrides the style's patience.
     """
     policy = POLICIES.get(task.kind)
     if policy is None:
         raise ConfigurationError(f"no scripted policy for task kind {task.kind!r}; known: {sorted(POLICIES)}")
-    return policy(task.query, max_errors=max_errors)
+    return policy(task.query, max_errors=max_errors, variant=variant)
 
 
-def client_for(task: TaskInstance, model: str, *, max_errors: int = 4) -> LLMClient | None:
+def client_for(
+    task: TaskInstance, model: str, *, variant: int = 0, max_errors: int | None = None
+) -> LLMClient | None:
     """The client a grid cell uses: the task's policy for model ``"scripted"``, else None (the RLM's
     default litellm client, which reaches any provider or OpenAI-compatible server by model name,
     ``api_base`` and ``api_key``)."""
-    return policy_for(task, max_errors=max_errors) if model == SCRIPTED_MODEL else None
+    return policy_for(task, variant=variant, max_errors=max_errors) if model == SCRIPTED_MODEL else None

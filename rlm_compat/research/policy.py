@@ -29,6 +29,7 @@ from collections.abc import Sequence
 from typing import Any, Protocol
 
 from ..types import Message
+from .corpus import below, derive_rng
 
 __all__ = [
     "Agent",
@@ -36,6 +37,7 @@ __all__ = [
     "Move",
     "PolicyState",
     "ScriptedPolicy",
+    "Style",
     "diagnose",
     "last_marked",
     "read_conversation",
@@ -100,12 +102,15 @@ def diagnose(observation: str) -> frozenset[str] | None:
 
     Flags: ``import`` (imports refused), ``inplace`` (``+=`` refused), ``item_write``
     (``d[k] = v`` refused), ``unpack`` (``a, b = ...`` refused), ``star_args``, ``final_call``
-    (``FINAL`` / ``FINAL_VAR`` are not callable), ``batched`` (no ``llm_query*`` / ``rlm_query*``),
-    ``scope`` (a top-level name was not visible: comprehension or function scoping).
+    (``FINAL`` / ``FINAL_VAR`` are not callable, or not with a bare name), ``batched`` (no
+    ``llm_query*`` / ``rlm_query*``), ``scope`` (a top-level name was not visible: comprehension
+    or function scoping).
     """
     if not observation.lstrip().startswith(_ERROR_PREFIXES):
         return None
     flags = {flag for sign, flag in _SIGNS if sign in observation}
+    if "FINAL_VAR(" in observation and "no variable named" in observation:
+        flags.add("final_call")  # the callable got the value, not a name: say it as text instead
     undefined = _UNDEFINED.search(observation)
     if undefined is not None and not flags:
         name = undefined.group(1)
@@ -151,6 +156,44 @@ class PolicyState:
     pending_final: str | None = None
 
 
+_HABITS = (
+    ("import", 30),
+    ("inplace", 25),
+    ("final_call", 20),
+    ("scope", 20),
+    ("item_write", 20),
+    ("batched", 15),
+    ("unpack", 15),
+    ("no_peek", 15),
+)
+
+
+@dataclasses.dataclass(frozen=True)
+class Style:
+    """How one simulated model writes before it has seen any error, so a grid's repeated runs
+    are not all the same transcript (as samples of a real model are not).
+
+    ``habits`` are :func:`diagnose` flags avoided from the start (a model that never imports,
+    never uses ``+=``, sends ``FINAL_VAR`` alone, prefers explicit loops...; ``no_peek`` skips the
+    first look at the context); ``patience`` is how many error observations it takes before
+    giving up. Variant 0 is the typical transcript: every habit off, patience 4.
+    """
+
+    habits: frozenset[str] = frozenset()
+    patience: int = 4
+
+    @classmethod
+    def variant(cls, number: int) -> Style:
+        """The style of run ``number``: drawn from a seeded stream, the same on every machine."""
+        if isinstance(number, bool) or not isinstance(number, int) or number < 0:
+            raise ValueError(f"a policy variant is an integer >= 0, not {number!r}")
+        if number == 0:
+            return cls()
+        rng = derive_rng("policy-style", number)
+        habits = frozenset(flag for flag, percent in _HABITS if below(rng, 100) < percent)
+        return cls(habits, patience=3 + below(rng, 4))
+
+
 class Agent(Protocol):
     """A plan for one task (or sub-task) in one RLM node."""
 
@@ -186,19 +229,27 @@ class ScriptedPolicy:
 
     Subclasses give the agent for the root task (:meth:`root`), for a sub-task they delegated to a
     child RLM (:meth:`subtask`) and the reply to a plain ``llm_query`` prompt (:meth:`leaf`).
-    ``max_errors``: error observations tolerated in one conversation before giving up.
+    ``variant`` picks the :class:`Style` (0: the typical one); ``max_errors``: error
+    observations tolerated in one conversation before giving up (default: the style's patience).
     """
 
     kind = "scripted"
 
-    def __init__(self, query: str, *, max_errors: int = 4) -> None:
+    def __init__(self, query: str, *, max_errors: int | None = None, variant: int = 0) -> None:
+        self.style = Style.variant(variant)
+        if max_errors is None:
+            max_errors = self.style.patience
         if isinstance(max_errors, bool) or not isinstance(max_errors, int) or max_errors < 1:
             raise ValueError(f"max_errors must be an integer >= 1, not {max_errors!r}")
         self.query = query
+        self.variant = variant
         self.max_errors = max_errors
 
     def __repr__(self) -> str:
-        return f"{type(self).__name__}(query={self.query[:40]!r}..., max_errors={self.max_errors})"
+        return (
+            f"{type(self).__name__}(query={self.query[:40]!r}..., variant={self.variant}, "
+            f"max_errors={self.max_errors})"
+        )
 
     async def complete(self, model: str, messages: list[Message], **kwargs: Any) -> str:
         """The LLMClient protocol: the reply to ``messages`` (``model`` and options are ignored)."""
@@ -212,7 +263,7 @@ class ScriptedPolicy:
         agent = self.root() if conversation.query == self.query else self.subtask(conversation.query)
         if agent is None:
             return _final_text("I cannot answer that question from this context.")
-        state = PolicyState()
+        state = PolicyState(avoid=set(self.style.habits))
         for _, observation in conversation.turns:
             self._learn(agent, state, self._next(agent, state, conversation), observation)
         return render(self._next(agent, state, conversation), state.avoid)
