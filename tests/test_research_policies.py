@@ -8,6 +8,7 @@ result.
 from __future__ import annotations
 
 import asyncio
+import sys
 from collections.abc import Callable
 from typing import Any
 
@@ -166,16 +167,21 @@ def _error_text(profile: str, code: str) -> str:
         ("upstream", "x = 0\nx += 1", "inplace"),
         ("upstream", "d = {}\nd['k'] = 1", "item_write"),
         ("upstream", "a, b = 1, 2", "unpack"),
-        ("upstream", "n = 2\nxs = [context[i:i+n] for i in range(2)]", "scope"),
+        # comprehensions are inlined from Python 3.12 (PEP 709): upstream's scoping bug is gone there
+        (
+            "upstream",
+            "n = 2\nxs = [context[i:i+n] for i in range(2)]",
+            "scope" if sys.version_info < (3, 12) else None,
+        ),
         ("upstream", "def f():\n    return context\nf()", "scope"),
         ("upstream", "FINAL_VAR(x)", "final_call"),
         ("upstream", "llm_query_batched(['a'])", "batched"),
         ("fixed", "print(undefined_name)", "scope"),
     ],
 )
-def test_errors_are_diagnosed_from_the_real_observation(profile: str, code: str, flag: str) -> None:
+def test_errors_are_diagnosed_from_the_real_observation(profile: str, code: str, flag: str | None) -> None:
     observation = _error_text(profile, code)
-    assert diagnose(observation) == frozenset({flag}), observation
+    assert diagnose(observation) == (None if flag is None else frozenset({flag})), observation
 
 
 def test_final_var_given_a_value_is_diagnosed_as_a_directive_to_send_as_text() -> None:
@@ -220,3 +226,24 @@ def test_policy_for_refuses_unknown_kinds_and_unreadable_queries() -> None:
         policy_for(type(instance)(**{**instance.__dict__, "kind": "poetry"}))
     with pytest.raises(ConfigurationError, match="cannot read its parameters"):
         policy_for(type(instance)(**{**instance.__dict__, "query": "Say hi."}))
+
+
+def test_specs_instances_graders_and_policies_cross_process_boundaries() -> None:
+    """A process pool or Ray worker receives these pickled: they must arrive equal and behave the same."""
+    import pickle
+
+    spec = GeneratedTask("combine", 10_000, 3)
+    instance = spec.build()
+    policy = policy_for(instance, variant=5)
+    for value in (spec, instance, spec.grader):
+        assert pickle.loads(pickle.dumps(value)) == value
+    copy = pickle.loads(pickle.dumps(policy))
+    messages = [
+        {
+            "role": "system",
+            "content": "You are a Recursive Language Model. Size: 10,000 characters. Depth: 0",
+        },
+        {"role": "user", "content": instance.query},
+    ]
+    assert copy.reply(messages) == policy.reply(messages)
+    assert copy.style == policy.style
