@@ -7,8 +7,8 @@ Two tables, measured in one run:
 - **Corpus generation**, best of ``--repeat`` uncached builds per kind and size (10 k ... 10 M);
   target: a 10 M character corpus in <= 2 s.
 - **Scripted runs** of every kind at ``--size`` under profiles ``fixed`` and ``upstream``
-  (inline REPL; the corpus is built once, as a grid's cache does): runs per second on one core,
-  the mean root iterations, and the pass rate. The compare grid's target — 1,000 runs at 100 k in
+  (inline REPL; the corpus is built once, as a grid's cache does), run ``i`` with policy variant
+  ``i``: runs per second on one core, the mean root iterations, and the pass rate. The compare grid's target — 1,000 runs at 100 k in
   minutes on 2 cores — needs a few runs per second per core.
 """
 
@@ -52,8 +52,9 @@ def _runs(runs: int, label: str) -> None:
         for profile in ("fixed", "upstream"):
             iterations, passed = [], 0
             started = time.perf_counter()
-            for _ in range(runs):
-                rlm = RLM("scripted", client=policy_for(instance), profile=profile, isolation="inline")
+            for variant in range(runs):
+                policy = policy_for(instance, variant=variant)
+                rlm = RLM("scripted", client=policy, profile=profile, isolation="inline")
                 result = rlm.try_complete_result(instance.query, instance.context)
                 answer = result.answer if isinstance(result, CompletionResult) else None
                 passed += spec.grader.grade(answer).passed
