@@ -8,8 +8,8 @@ Two tables, measured in one run:
   target: a 10 M character corpus in <= 2 s.
 - **Scripted runs** of every kind at ``--size`` under profiles ``fixed`` and ``upstream``
   (inline REPL; the corpus is built once, as a grid's cache does), run ``i`` with policy variant
-  ``i``: runs per second on one core, the mean root iterations, and the pass rate. The compare grid's target — 1,000 runs at 100 k in
-  minutes on 2 cores — needs a few runs per second per core.
+  ``i``: runs per second on one core, the mean root iterations, and the pass rate. The compare
+  grid's target (1,000 runs at 100 k in minutes on 2 cores) needs a few runs per second per core.
 """
 
 from __future__ import annotations
