@@ -13,14 +13,17 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from rlm_compat import RLM, REPLExecutor
 from rlm_compat.events import SubcallStarted
+from rlm_compat.prompts import PROMPT_VERSIONS
 from rlm_compat.record import CompletionResult, RunResult
 from rlm_compat.research.base import Grade
 from rlm_compat.research.policies import SUBQUERY, CombinePolicy, client_for, policy_for
 from rlm_compat.research.policy import ScriptedPolicy, Style, diagnose, read_conversation
-from rlm_compat.research.tasks import KINDS, GeneratedTask
+from rlm_compat.research.tasks import KINDS, MIN_SIZE, GeneratedTask
 from rlm_compat.testing import ScriptedChatServer
 
 KIND_NAMES = sorted(KINDS)
@@ -48,6 +51,26 @@ def test_policy_solves_its_task_under_fixed(kind: str, isolation: str) -> None:
 def test_policy_solves_larger_contexts_under_fixed(kind: str) -> None:
     _, grade, _ = solve(GeneratedTask(kind, 100_000, 1), "fixed")
     assert grade.passed, grade.reason
+
+
+@settings(max_examples=20, deadline=None)
+@given(
+    kind=st.sampled_from(KIND_NAMES),
+    size=st.integers(min_value=MIN_SIZE, max_value=60_000),
+    seed=st.integers(min_value=0, max_value=10**9),
+    variant=st.integers(min_value=0, max_value=10**6),
+    prompt=st.sampled_from(sorted(PROMPT_VERSIONS)),
+)
+def test_any_task_any_variant_is_solved_under_fixed(
+    kind: str, size: int, seed: int, variant: int, prompt: str
+) -> None:
+    spec = GeneratedTask(kind, size, seed)
+    instance = spec.build()
+    client = policy_for(instance, variant=variant)
+    rlm = RLM("scripted", client=client, profile="fixed", isolation="inline", prompt_version=prompt)
+    result = rlm.try_complete_result(instance.query, instance.context)
+    answer = result.answer if isinstance(result, CompletionResult) else None
+    assert spec.grader.grade(answer).passed, rlm.messages[-2:]
 
 
 @pytest.mark.parametrize("kind", KIND_NAMES)
