@@ -90,8 +90,8 @@ def trajectory_payload(model: TrajectoryModel) -> dict[str, Any]:
         if node["kind"] != "rlm" or model.redacted:
             continue
         for step in node["steps"]:
-            if step["reply"] is not None:
-                step["hl_reply"] = highlight_tokens(step["reply"])
+            if step["reply"] is not None:  # the page rebuilds the text from the tokens
+                step["hl_reply"] = highlight_tokens(step.pop("reply"))
             if step["code"] is not None:
                 step["hl_code"] = highlight_tokens(step["code"])
     return data

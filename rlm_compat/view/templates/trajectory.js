@@ -4,7 +4,12 @@
   var data = JSON.parse(document.getElementById("trajectory-data").textContent);
   var FOLD_CHARS = 1500, FOLD_LINES = 24, CHUNK = 50, LINKS = 20;
   var byId = {}, childIndex = {};
-  data.nodes.forEach(function (n) { byId[n.node_id] = n; });
+  data.nodes.forEach(function (n) {
+    byId[n.node_id] = n;
+    n.steps.forEach(function (s) {  // highlighted replies travel once, as tokens
+      if (s.reply === undefined) s.reply = s.hl_reply.filter(function (_, i) { return i % 2; }).join("");
+    });
+  });
   data.nodes.forEach(function (n) { n.children.forEach(function (c, i) { childIndex[c] = i; }); });
   var tops = data.nodes.filter(function (n) { return !byId[n.parent_id]; });
 
@@ -49,27 +54,33 @@
     wrap.appendChild(pre); wrap.appendChild(btn);
     return wrap;
   }
-  // Appends items CHUNK at a time: on scroll (the button comes into view) or on click.
+  // Items in chunks of CHUNK: a chunk is built when its placeholder nears the viewport, when its
+  // placeholder is clicked, or when a link or search result needs one of its items.
+  var observer = "IntersectionObserver" in window ? new IntersectionObserver(function (entries) {
+    entries.forEach(function (e) { if (e.isIntersecting && e.target.fill) e.target.fill(); });
+  }, { rootMargin: "800px" }) : null;
   function lazyList(container, items, render) {
-    var done = 0;
-    var more = el("button", "more-btn");
-    more.type = "button";
-    container.appendChild(more);
-    var observer = "IntersectionObserver" in window ? new IntersectionObserver(function (entries) {
-      if (entries.some(function (e) { return e.isIntersecting; })) { upto(done + CHUNK); if (observer && more.isConnected) { observer.unobserve(more); observer.observe(more); } }
-    }, { rootMargin: "600px" }) : null;
-    function upto(k) {
-      k = Math.min(k, items.length);
-      var frag = document.createDocumentFragment();
-      for (; done < k; done++) frag.appendChild(render(items[done], done));
-      container.insertBefore(frag, more);
-      if (done >= items.length) { more.remove(); if (observer) observer.disconnect(); }
-      else more.textContent = "show more (" + num(items.length - done) + " left)";
+    var holders = [];
+    for (var start = 0; start < items.length; start += CHUNK) holders.push(placeholder(start));
+    function placeholder(start) {
+      var end = Math.min(start + CHUNK, items.length);
+      var h = el("button", "more-btn", "show " + (start + 1) + "\u2013" + end + " of " + num(items.length));
+      h.type = "button";
+      h.fill = function () {
+        if (!h.isConnected || h.done) return;
+        h.done = true;
+        if (observer) observer.unobserve(h);
+        var frag = document.createDocumentFragment();
+        for (var i = start; i < end; i++) frag.appendChild(render(items[i], i));
+        h.replaceWith(frag);
+      };
+      h.addEventListener("click", h.fill);
+      container.appendChild(h);
+      if (observer) observer.observe(h);
+      return h;
     }
-    more.addEventListener("click", function () { upto(done + CHUNK); });
-    upto(CHUNK);
-    if (observer && more.isConnected) observer.observe(more);
-    return { ensure: function (i) { if (i >= done) upto(i + 1); } };
+    if (holders.length) holders[0].fill();
+    return { ensure: function (i) { var h = holders[Math.floor(i / CHUNK)]; if (h) h.fill(); } };
   }
 
   function divergedStep(n) {
