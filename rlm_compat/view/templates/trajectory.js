@@ -58,14 +58,18 @@
   // placeholder is clicked, or when a link or search result needs one of its items.
   var observer = "IntersectionObserver" in window ? new IntersectionObserver(function (entries) {
     entries.forEach(function (e) { if (e.isIntersecting && e.target.fill) e.target.fill(); });
-  }, { rootMargin: "800px" }) : null;
-  function lazyList(container, items, render) {
+  }, { rootMargin: "600px 0px" }) : null;
+  function lazyList(container, items, render, estimate) {
     var holders = [];
     for (var start = 0; start < items.length; start += CHUNK) holders.push(placeholder(start));
     function placeholder(start) {
       var end = Math.min(start + CHUNK, items.length);
-      var h = el("button", "more-btn", "show " + (start + 1) + "\u2013" + end + " of " + num(items.length));
-      h.type = "button";
+      // As tall as its items will roughly be, so only the chunks near the screen get built.
+      var h = el("div", "chunk-holder");
+      h.style.height = (end - start) * estimate + "px";
+      var b = el("button", "more-btn", "show " + (start + 1) + "\u2013" + end + " of " + num(items.length));
+      b.type = "button";
+      h.appendChild(b);
       h.fill = function () {
         if (!h.isConnected || h.done) return;
         h.done = true;
@@ -74,7 +78,7 @@
         for (var i = start; i < end; i++) frag.appendChild(render(items[i], i));
         h.replaceWith(frag);
       };
-      h.addEventListener("click", h.fill);
+      b.addEventListener("click", h.fill);
       container.appendChild(h);
       if (observer) observer.observe(h);
       return h;
@@ -191,13 +195,13 @@
     if (n.kind === "leaf") { body.appendChild(el("div", "label", "prompt")); body.appendChild(block(n.query, "query")); }
     var steps = el("div", "steps");
     body.appendChild(steps);
-    d.steps = lazyList(steps, n.steps, function (s, i) { return stepEl(n, s, i); });
+    d.steps = lazyList(steps, n.steps, function (s, i) { return stepEl(n, s, i); }, 220);
     var kids = n.children.filter(function (c) { return byId[c]; });
     if (kids.length) {
       body.appendChild(el("div", "label", "sub-calls (" + kids.length + ")"));
       var list = el("div", "children");
       body.appendChild(list);
-      d.kids = lazyList(list, kids, function (c) { return nodeEl(byId[c]); });
+      d.kids = lazyList(list, kids, function (c) { return nodeEl(byId[c]); }, 32);
     }
     if (n.kind === "rlm" && n.answer !== null) { body.appendChild(el("div", "label", "answer")); body.appendChild(block(n.answer, "answer")); }
     if (n.error) { body.appendChild(el("div", "label", "error")); body.appendChild(block(n.error, "obs error")); }
