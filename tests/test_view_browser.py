@@ -63,7 +63,8 @@ class Page:
     def shot(self, name: str) -> None:
         if SHOTS:
             Path(SHOTS).mkdir(parents=True, exist_ok=True)
-            self.page.screenshot(path=str(Path(SHOTS) / name))
+            self.page.evaluate("window.scrollTo(0, 0)")
+            self.page.screenshot(path=str(Path(SHOTS) / name), full_page=True)
 
     def close(self) -> None:
         self.page.close()
@@ -133,7 +134,7 @@ def test_comparison_view_links_cells_to_trajectories(browser: Any, tmp_path: Pat
     p = page.page
     assert "separate_scopes" in p.inner_text("#ablation")
     assert "+50 pt" in p.inner_text("#ablation")
-    assert p.evaluate("document.querySelector('.charts img').naturalWidth") == 2
+    assert p.evaluate("document.querySelector('.charts img').naturalWidth") == 240
     header = [c.strip() for c in p.locator("#matrix thead th").all_inner_texts()]
     column = header.index("upstream")
     row = p.locator("#matrix tbody tr", has_text="count-words")

@@ -116,6 +116,7 @@ def compare_dir(directory: Path, *, with_chart: bool = True) -> Path:
     """A compare output directory: runs.jsonl of real runs, their trajectories, summary.json, a PNG."""
     (directory / "trajectories").mkdir(parents=True, exist_ok=True)
     lines = []
+    passed_by_config: dict[str, list[bool]] = {}
     for task_id, (query, context, expected, code) in _TASKS.items():
         for config in _CONFIGS:
             spec = RunSpec(suite="demo", task_id=task_id, config=config, model="scripted")
@@ -125,6 +126,7 @@ def compare_dir(directory: Path, *, with_chart: bool = True) -> Path:
             )
             _, events = _read(directory / relative)
             passed = answer == expected
+            passed_by_config.setdefault(config, []).append(passed)
             record = RunRecord(
                 spec=spec,
                 corpus_sha256="0" * 64,
@@ -147,7 +149,8 @@ def compare_dir(directory: Path, *, with_chart: bool = True) -> Path:
         json.dumps({"suite": "demo", "runs": len(lines)}), encoding="utf-8"
     )
     if with_chart:
-        (directory / "pass_rate.png").write_bytes(_png())
+        rates = [sum(v) / len(v) for v in passed_by_config.values()]
+        (directory / "pass_rate.png").write_bytes(bar_chart_png(rates))
     return directory
 
 
@@ -157,19 +160,30 @@ def _read(path: Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     return read_trajectory(path)
 
 
-def _png() -> bytes:
-    """A tiny valid PNG (2x1 pixels), written with zlib so the test needs no plotting library."""
+def bar_chart_png(rates: list[float], *, width: int = 240, height: int = 120) -> bytes:
+    """A bar chart of ``rates`` (0..1) as a PNG, encoded with zlib: the test needs no plotting library."""
     import struct
     import zlib
+
+    colours = [(37, 87, 199), (180, 35, 24), (23, 128, 61), (161, 92, 7)]
+    slot = width // max(len(rates), 1)
+    rows = []
+    for y in range(height):
+        row = bytearray(b"\x00")
+        for x in range(width):
+            index, offset = divmod(x, slot)
+            inside = index < len(rates) and slot // 6 <= offset < slot - slot // 6
+            filled = inside and height - y <= rates[index] * (height - 4)
+            row += bytes(colours[index % len(colours)] if filled else (250, 250, 250))
+        rows.append(bytes(row))
 
     def chunk(kind: bytes, data: bytes) -> bytes:
         return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
 
-    raw = b"\x00\xff\x00\x00\x00\x00\xff"
     return (
         b"\x89PNG\r\n\x1a\n"
-        + chunk(b"IHDR", struct.pack(">IIBBBBB", 2, 1, 8, 2, 0, 0, 0))
-        + chunk(b"IDAT", zlib.compress(raw))
+        + chunk(b"IHDR", struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0))
+        + chunk(b"IDAT", zlib.compress(b"".join(rows)))
         + chunk(b"IEND", b"")
     )
 
