@@ -167,7 +167,7 @@ def test_conformance_payload_has_both_sides(tmp_path: Path) -> None:
             [
                 "conformance",
                 "--cases",
-                "repl.scoping.comprehension_body_sees_env",
+                "repl.scoping.lambda_body_env",
                 "--json",
                 str(results),
                 "--quiet",
@@ -179,11 +179,11 @@ def test_conformance_payload_has_both_sides(tmp_path: Path) -> None:
     assert [c["name"] for c in payload["columns"]] == ["rlm_compat-upstream", "rlm_compat-fixed"] * 2
     (case,) = payload["cases"]
     fixed = payload["cells"][1][case["id"]]
-    assert fixed["status"] == "deviation" and '"chunks"' in fixed["actual"]
+    assert fixed["status"] == "deviation" and '"output": "6"' in fixed["actual"]
     upstream = payload["cells"][0][case["id"]]
     assert upstream["status"] == "pass" and "actual" not in upstream
     recorded = payload["recorded"][payload["columns"][0]["fixtures"]["repl"]][case["id"]]
-    assert "comprehension" in recorded["input"] and '"steps"' in recorded["expected"]
+    assert "lambda" in recorded["input"] and '"steps"' in recorded["expected"]
     assert payload["deviations"][str(fixed["deviation"])]
 
 

@@ -83,9 +83,10 @@ def xss_trajectory(path: Path) -> Path:
     return path
 
 
-# The ablation fixture: a comprehension that reads a top-level name fails under upstream's
-# separate scopes and works with the switch off (or in the fixed profile).
-_COUNT = "letter = 'a'\nwords = context.split()\nhits = [w for w in words if w.startswith(letter)]\nprint(len(hits))"
+# The ablation fixture: a generator expression that reads a top-level name fails under upstream's
+# separate scopes (on every Python: PEP 709 inlines list comprehensions, not generator expressions)
+# and works with the switch off or in the fixed profile.
+_COUNT = "letter = 'a'\nwords = context.split()\nprint(sum(1 for w in words if w.startswith(letter)))"
 _FIRST = "words = context.split()\nprint(words[0])"
 _TASKS = {
     "count-words": ("How many words start with 'a'?", "apple avocado banana apricot cherry", "3", _COUNT),
