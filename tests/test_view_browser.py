@@ -167,7 +167,6 @@ def test_conformance_view_filters_and_side_by_side(browser: Any, tmp_path: Path)
     total = len({r["id"] for impl in data["implementations"] for r in impl["results"]})
     rows = p.locator("#matrix tbody tr.case:not(.hidden)")
     assert rows.count() == total
-    page.shot("view-conformance.png")
     p.locator("input[name=status][value=pass]").uncheck()
     deviating = {
         r["id"] for impl in data["implementations"] for r in impl["results"] if r["status"] != "pass"
@@ -189,6 +188,7 @@ def test_conformance_view_filters_and_side_by_side(browser: Any, tmp_path: Path)
     recorded, *impls = detail.locator(".side > div").all_inner_texts()
     assert '"steps"' in recorded
     assert any('"output": "6"' in panel for panel in impls)  # what rlm_compat-fixed did
+    page.shot("view-conformance.png")
     assert page.events == []
     page.close()
 

@@ -41,6 +41,8 @@
   });
   table.tHead.appendChild(headRow);
   var body = table.tBodies[0];
+  var legend = el("p", "muted", data.statuses.map(function (s) { return data.symbols[s] + " " + s; }).join("   "));
+  table.parentNode.insertBefore(legend, table);
   var rows = data.cases.map(function (c, i) {
     var tr = el("tr", "case");
     tr.dataset.case = c.id;
