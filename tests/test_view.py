@@ -57,6 +57,11 @@ def test_tree_of_a_real_run(tmp_path: Path) -> None:
     assert leaf.answer and leaf.answer.startswith("leaf answer: summarise:")
     assert model.answer == "needle-42" and model.query == "Which needle is in the context?"
     assert root.steps[0].call is not None and root.steps[0].call.total_tokens
+    from rlm_compat.view.render import trajectory_payload
+
+    subtree = trajectory_payload(model)["nodes"][0]["subtree"]  # the root's: the whole run
+    assert subtree["tokens"] == model.stats["total_tokens"] and subtree["calls"] == model.stats["llm_calls"]
+    assert subtree["cost_usd"] == pytest.approx(model.stats["estimated_cost_usd"])
     totals = root.totals()
     assert totals["calls"] == 4 and totals["tokens"] == sum(
         s.call.total_tokens or 0 for s in root.steps if s.call

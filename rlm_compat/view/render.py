@@ -85,8 +85,21 @@ def _markup(text: str) -> Any:
 def trajectory_payload(model: TrajectoryModel) -> dict[str, Any]:
     """The embedded data of a trajectory page: the model plus highlight tokens and node totals."""
     data = model.to_json()
+    by_id = {node["node_id"]: node for node in data["nodes"]}
     for node, source in zip(data["nodes"], model.nodes, strict=True):
         node["totals"] = source.totals()
+    for node in reversed(data["nodes"]):  # children start after their parent: sum bottom-up
+        own = node["totals"]
+        tree = node.setdefault("subtree", {"calls": 0, "tokens": 0, "cost_usd": 0.0})
+        tree["calls"] += own["calls"]
+        tree["tokens"] += own["tokens"] or 0
+        tree["cost_usd"] += own["cost_usd"] or 0.0
+        parent = by_id.get(node["parent_id"])
+        if parent is not None:
+            total = parent.setdefault("subtree", {"calls": 0, "tokens": 0, "cost_usd": 0.0})
+            for key in ("calls", "tokens", "cost_usd"):
+                total[key] += tree[key]
+    for node in data["nodes"]:
         if node["kind"] != "rlm" or model.redacted:
             continue
         for step in node["steps"]:

@@ -98,19 +98,23 @@
     var td = el("td");
     td.colSpan = 1 + visible.filter(Boolean).length;
     var side = el("div", "side");
-    var shownRecorded = {};
+    var recordings = [];  // identical recordings (one per Python, often the same) are shown once
     data.columns.forEach(function (col, j) {
-      if (!visible[j]) return;
       var file = col.fixtures[c.kind];
-      if (!file || shownRecorded[file]) return;
-      shownRecorded[file] = true;
+      if (!visible[j] || !data.cells[j][c.id] || !file) return;
       var rec = (data.recorded[file] || {})[c.id];
-      side.appendChild(panel("recorded upstream (" + file + ")", rec ? [["input", rec.input], ["outcome", rec.expected]] : [["outcome", "(fixture file not available here)"]]));
+      var key = rec ? rec.input + "\u0000" + rec.expected : "missing " + file;
+      var same = recordings.filter(function (x) { return x.key === key; })[0];
+      if (same) { if (same.files.indexOf(file) < 0) same.files.push(file); }
+      else recordings.push({ key: key, rec: rec, files: [file] });
+    });
+    recordings.forEach(function (x) {
+      side.appendChild(panel("recorded upstream (" + x.files.join(", ") + ")", x.rec ? [["input", x.rec.input], ["outcome", x.rec.expected]] : [["outcome", "(fixture file not available here)"]]));
     });
     data.columns.forEach(function (col, j) {
       if (!visible[j]) return;
       var r = data.cells[j][c.id];
-      if (!r) { side.appendChild(panel(col.name + " \u00b7 py" + col.python, [["status", "not run"]])); return; }
+      if (!r) return;  // this column did not run the case
       var dev = r.deviation !== undefined ? "#" + r.deviation + " (" + r.deviation_kind + "): " + (data.deviations[String(r.deviation)] || "") : null;
       var actual = r.actual !== undefined ? r.actual : r.status === "pass" || r.status === "unexpected-pass" ? "same as recorded" : null;
       side.appendChild(panel(col.name + " \u00b7 py" + col.python + " \u00b7 " + col.profile, [["status", r.status, "st-" + r.status], ["difference", r.detail], ["registered deviation", dev], ["actual outcome", actual]]));

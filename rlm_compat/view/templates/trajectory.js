@@ -180,7 +180,12 @@
     head.appendChild(el("span", "badge", num(t.tokens) + " tokens"));
     head.appendChild(el("span", "badge", cost(t.cost_usd)));
     head.appendChild(el("span", "badge", secs(t.latency_seconds)));
-    if (n.children.length) head.appendChild(el("span", "badge", n.children.length + " sub-calls"));
+    if (n.children.length) {
+      head.appendChild(el("span", "badge", n.children.length + " sub-calls"));
+      var sub = el("span", "badge subtree", "with sub-calls: " + num(n.subtree.calls) + " calls, " + num(n.subtree.tokens) + " tokens, " + cost(n.subtree.cost_usd));
+      sub.title = "this node and everything it started";
+      head.appendChild(sub);
+    }
     if (n.error) head.appendChild(el("span", "badge err", "error"));
     head.appendChild(el("span", "muted", excerpt(n.query, 90)));
     d.appendChild(head);
