@@ -88,6 +88,29 @@ def test_a_failed_run_keeps_its_error(tmp_path: Path) -> None:
     assert model.error == "BudgetExceededError: calls 5 > 4"
 
 
+def test_retries_and_rejected_answers_are_noted(tmp_path: Path) -> None:
+    from rlm_compat import RLM
+    from rlm_compat.testing import ErrorReply, ScriptedChatServer
+
+    replies = [ErrorReply(503, retry_after=0.01), 'FINAL("draft")', 'FINAL("final")']
+    with ScriptedChatServer(replies) as server:
+        rlm = RLM(
+            "openai/gpt-4o-mini",
+            api_base=server.base_url,
+            api_key="sk-loopback",
+            isolation="inline",
+            max_retries=2,
+            trajectory_path=str(tmp_path / "run.jsonl"),
+            final_answer_validator=lambda answer: "not final yet" if answer == "draft" else None,
+        )
+        assert rlm.complete("q", "c") == "final"
+    steps = read_trajectory_model(tmp_path / "run.jsonl").nodes[0].steps
+    notes = [note for step in steps for note in step.notes]
+    assert any(note.startswith("provider retry: attempt") for note in steps[0].notes), notes
+    assert any("rejected a 5-character answer" in note for note in steps[0].notes), notes
+    assert any("accepted the answer (5 characters)" in note for note in steps[1].notes), notes
+
+
 def test_json_block_cannot_be_closed_by_text() -> None:
     nasty = "</script><script>alert(1)</script><!-- \u2028 & >"
     text = str(script_json({"t": nasty}))
@@ -281,6 +304,24 @@ def test_bad_divergence_and_mixed_inputs(tmp_path: Path) -> None:
         write_view([trajectory, trajectory], tmp_path / "o.html")
     with pytest.raises(ViewInputError, match="-o takes the HTML file"):
         write_view([trajectory], tmp_path)
+
+
+def test_missing_extra_is_named(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util, "find_spec", lambda name, *a: None if name == "pygments" else real(name, *a)
+    )
+    trajectory = view_data.tree_trajectory(tmp_path / "run.jsonl")
+    assert main(["view", str(trajectory), "-o", str(tmp_path / "o.html")]) == 1
+    assert (
+        "ViewMissingError: rlm-compat view needs pygments: pip install 'rlm-compat[view]'"
+        in capsys.readouterr().err
+    )
+    assert not (tmp_path / "o.html").exists()
 
 
 def test_help_lists_view(capsys: pytest.CaptureFixture[str]) -> None:

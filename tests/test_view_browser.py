@@ -88,6 +88,11 @@ def test_trajectory_view_tree_subcall_and_search(browser: Any, tmp_path: Path) -
     p.get_by_role("link", name="rlm-", exact=False).first.click()
     assert p.get_by_text('FINAL("child found needle-42")').is_visible()
     assert p.locator(".node.rlm.open").count() == 2  # the root and the child just followed
+    p.locator("#node-rlm-1 > .node-head").focus()  # the keyboard folds and unfolds nodes too
+    p.keyboard.press("Enter")
+    assert p.locator("#node-rlm-1 > .node-head").get_attribute("aria-expanded") == "false"
+    p.keyboard.press("Enter")
+    assert p.locator("#node-rlm-1 > .node-head").get_attribute("aria-expanded") == "true"
     leaf_link = p.locator("a.child-link", has_text="leaf")
     leaf_link.click()
     assert p.locator(".node.leaf.open").get_by_text("leaf answer: summarise:").is_visible()

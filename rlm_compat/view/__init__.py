@@ -10,13 +10,21 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .model import Divergence, TrajectoryModel, ViewInputError, from_events, read_divergence
+from .model import (
+    Divergence,
+    TrajectoryModel,
+    ViewInputError,
+    ViewMissingError,
+    from_events,
+    read_divergence,
+)
 from .sources import detect, read_trajectory_model, register_reader
 
 __all__ = [
     "Divergence",
     "TrajectoryModel",
     "ViewInputError",
+    "ViewMissingError",
     "detect",
     "from_events",
     "read_divergence",
@@ -42,6 +50,9 @@ def write_view(inputs: list[Path], out: Path, *, divergence: Path | None = None)
         )
     if divergence is not None and kinds != ["trajectory"]:
         raise ViewInputError("--divergence marks a trajectory: give one trajectory file with it")
+    from .render import require
+
+    require()
     if out.is_dir():
         raise ViewInputError(f"{out} is a directory: -o takes the HTML file to write")
     out.parent.mkdir(parents=True, exist_ok=True)

@@ -25,6 +25,7 @@ __all__ = [
     "SubcallModel",
     "TrajectoryModel",
     "ViewInputError",
+    "ViewMissingError",
     "from_events",
     "read_divergence",
 ]
@@ -32,6 +33,10 @@ __all__ = [
 
 class ViewInputError(ConfigurationError):
     """A file given to ``rlm-compat view`` cannot be read as what it claims to be."""
+
+
+class ViewMissingError(ConfigurationError):
+    """The ``view`` extra (Jinja2, Pygments) is not installed."""
 
 
 @dataclasses.dataclass
@@ -76,6 +81,8 @@ class StepModel:
     duration_seconds: float | None = None
     subcalls: list[SubcallModel] = dataclasses.field(default_factory=list)
     sequence: int | None = None
+    notes: list[str] = dataclasses.field(default_factory=list)
+    """What else happened in the step: retries, failed attempts, rejected answers, normalised replies."""
 
 
 @dataclasses.dataclass
@@ -181,6 +188,15 @@ def from_events(
                 batch.children.append(node.node_id)
         return node
 
+    def current_step(event_node: str) -> StepModel | None:
+        """The step an event about ``event_node`` (a call or an RLM node) belongs to."""
+        if event_node in calls:
+            owner = calls[event_node][0]
+            if event_node in nodes:  # a leaf call
+                return nodes[event_node].steps[0]
+            return pending.get(owner)
+        return pending.get(event_node)
+
     def step_of(node: NodeModel, iteration: int, sequence: int) -> StepModel:
         step = pending.get(node.node_id)
         if step is None or step.iteration != iteration:
@@ -231,6 +247,9 @@ def from_events(
             else:
                 info.error = f"{data.get('error_type', 'Error')}: {data.get('error', '')}"
                 reply = None
+                failed = current_step(node_id)
+                if failed is not None and data.get("retrying"):
+                    failed.notes.append(f"model call failed, the RLM tries again: {info.error}")
             if node_id in nodes:  # a leaf call
                 leaf = nodes[node_id]
                 leaf.steps[0].reply = reply
@@ -240,6 +259,10 @@ def from_events(
                 step = pending.get(owner)
                 if step is not None and step.call is info:
                     step.reply = reply
+        elif kind in _NOTES:
+            noted = current_step(node_id)
+            if noted is not None:
+                noted.notes.append(_NOTES[kind](data))
         elif kind == "repl_step" and node_id in nodes:
             step = step_of(nodes[node_id], int(data.get("iteration", 0)), sequence)
             code = _text(data.get("code"))
@@ -274,6 +297,19 @@ def from_events(
     if model.nodes and model.answer is None and model.error is None:
         model.answer = model.nodes[0].answer
     return model
+
+
+_NOTES = {
+    "model_retry": lambda d: f"provider retry: attempt {d.get('attempt')} after {d.get('delay_seconds')} s",
+    "final_answer_rejected": lambda d: (
+        f"the final-answer validator rejected a {d.get('answer_chars')}-character answer "
+        f"(its {d.get('reason_chars')}-character reason went to the model)"
+    ),
+    "final_answer_validated": lambda d: (
+        f"the final-answer validator accepted the answer ({d.get('answer_chars')} characters)"
+    ),
+    "provider_response_normalized": lambda d: f"reply normalised: {d.get('reason')}",
+}
 
 
 def read_divergence(path: str | Path) -> Divergence:

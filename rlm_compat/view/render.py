@@ -21,21 +21,29 @@ from typing import Any
 
 from .. import __version__
 from .highlight import highlight_tokens, style_css
-from .model import TrajectoryModel, ViewInputError
+from .model import TrajectoryModel, ViewInputError, ViewMissingError
 
-__all__ = ["page", "script_json", "trajectory_page"]
+__all__ = ["page", "require", "script_json", "trajectory_page"]
 
 TEMPLATES = Path(__file__).with_name("templates")
 
 
+def require() -> None:
+    """Fail with an install hint, before any work, when the ``view`` extra is missing."""
+    import importlib.util
+
+    missing = [name for name in ("jinja2", "pygments") if importlib.util.find_spec(name) is None]
+    if missing:
+        raise ViewMissingError(
+            f"rlm-compat view needs {' and '.join(missing)}: pip install 'rlm-compat[view]'"
+        )
+
+
 @lru_cache(maxsize=1)
 def _environment() -> Any:
-    try:
-        import jinja2
-    except ImportError:
-        raise ViewInputError(
-            "rlm-compat view needs Jinja2 and Pygments: pip install 'rlm-compat[view]'"
-        ) from None
+    require()
+    import jinja2
+
     return jinja2.Environment(
         loader=jinja2.FileSystemLoader(str(TEMPLATES)),
         autoescape=True,

@@ -126,6 +126,7 @@
     }
     if (s.duration_seconds !== null && s.duration_seconds !== undefined) h.appendChild(el("span", "badge", "repl " + secs(s.duration_seconds)));
     box.appendChild(h);
+    (s.notes || []).forEach(function (t) { box.appendChild(el("div", "note", t)); });
     if (s.call && s.call.error) { box.appendChild(el("div", "label", "call error")); box.appendChild(block(s.call.error, "obs error")); }
     if (s.reply !== null && s.reply !== undefined) {
       box.appendChild(el("div", "label", s.code === null && n.kind === "rlm" ? "model reply (run as code)" : "model reply"));
@@ -190,7 +191,12 @@
     head.appendChild(el("span", "muted", excerpt(n.query, 90)));
     d.appendChild(head);
     d.appendChild(el("div", "node-body"));
-    head.addEventListener("click", function () { if (d.classList.contains("open")) close(d); else open(d); });
+    head.tabIndex = 0;
+    head.setAttribute("role", "button");
+    head.setAttribute("aria-expanded", "false");
+    function toggle() { if (d.classList.contains("open")) close(d); else open(d); }
+    head.addEventListener("click", toggle);
+    head.addEventListener("keydown", function (ev) { if (ev.key === "Enter" || ev.key === " ") { ev.preventDefault(); toggle(); } });
     return d;
   }
   function build(d) {
@@ -211,8 +217,8 @@
     if (n.kind === "rlm" && n.answer !== null) { body.appendChild(el("div", "label", "answer")); body.appendChild(block(n.answer, "answer")); }
     if (n.error) { body.appendChild(el("div", "label", "error")); body.appendChild(block(n.error, "obs error")); }
   }
-  function open(d) { if (!d.built) build(d); d.classList.add("open"); d.firstChild.firstChild.textContent = "\u25be"; }
-  function close(d) { d.classList.remove("open"); d.firstChild.firstChild.textContent = "\u25b8"; }
+  function open(d) { if (!d.built) build(d); d.classList.add("open"); d.firstChild.firstChild.textContent = "\u25be"; d.firstChild.setAttribute("aria-expanded", "true"); }
+  function close(d) { d.classList.remove("open"); d.firstChild.firstChild.textContent = "\u25b8"; d.firstChild.setAttribute("aria-expanded", "false"); }
 
   function revealNode(id, scroll) {
     var chain = [];
