@@ -68,6 +68,35 @@ def test_tree_of_a_real_run(tmp_path: Path) -> None:
     )
 
 
+def test_a_batch_links_every_child(tmp_path: Path) -> None:
+    from rlm_compat.testing import ScriptedChatServer
+
+    def script(request: dict[str, Any]) -> str:
+        messages = request["messages"]
+        if messages[0]["role"] != "system":
+            return "leaf " + str(messages[-1]["content"])
+        if sum(m["role"] == "assistant" for m in messages) == 0:
+            return '```python\nout = llm_query_batched(["a", "b", "c", "d"])\nprint(out)\n```'
+        return 'FINAL("done")'
+
+    from rlm_compat import RLM
+
+    with ScriptedChatServer(script) as server:
+        RLM(
+            "openai/gpt-4o-mini",
+            api_base=server.base_url,
+            api_key="sk",
+            isolation="inline",
+            trajectory_path=str(tmp_path / "run.jsonl"),
+        ).complete("q", "c")
+    model = read_trajectory_model(tmp_path / "run.jsonl")
+    (batch,) = model.nodes[0].steps[0].subcalls
+    leaves = [n for n in model.nodes if n.kind == "leaf"]
+    assert (batch.function, batch.count, batch.errors) == ("llm_query_batched", 4, 0)
+    assert sorted(batch.children) == sorted(n.node_id for n in leaves) and len(leaves) == 4
+    assert sorted(n.answer or "" for n in leaves) == ["leaf a", "leaf b", "leaf c", "leaf d"]
+
+
 def test_a_failed_run_keeps_its_error(tmp_path: Path) -> None:
     path = view_data.tree_trajectory(tmp_path / "run.jsonl")
     lines = path.read_text().splitlines()

@@ -228,15 +228,16 @@ def test_long_trajectory_renders_lazily(browser: Any, tmp_path: Path) -> None:
     page = Page(browser, html)
     p = page.page
     assert p.locator(".step").count() < 200  # only what is near the screen is built
-    assert p.locator(".fold-btn").count() >= 0
     p.fill("#search", "LAST_STEP_MARKER")
     p.press("#search", "Enter")
     hit = p.locator(".step.hit")
     assert hit.is_visible() and "iteration 2000" in hit.inner_text()
     assert p.locator(".step").count() < 400
-    folded = p.locator("pre.folded").first
-    if folded.count():
-        button = folded.locator("xpath=following-sibling::button")
-        button.click()
+    # long observations (4,000 characters here) are folded until asked for
+    fold = p.locator(".fold", has=p.locator("pre.folded")).first.element_handle()
+    assert len(fold.query_selector("pre").inner_text()) < 1600
+    fold.query_selector("button.fold-btn").click()
+    assert len(fold.query_selector("pre").inner_text()) == 4000
+    assert fold.query_selector("button") is None
     assert page.events == []
     page.close()
