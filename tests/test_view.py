@@ -53,6 +53,8 @@ def test_tree_of_a_real_run(tmp_path: Path) -> None:
     assert root.steps[2].error and "ZeroDivisionError" in (root.steps[2].output or "")
     assert root.steps[0].reply and root.steps[0].code is None  # the reply is what ran
     assert child.answer == "child found needle-42"
+    assert root.system_prompt and "Depth: 0" in root.system_prompt
+    assert child.system_prompt and "Depth: 1" in child.system_prompt
     assert leaf.query == "summarise: " + ("haystack " * 5)[:40]
     assert leaf.answer and leaf.answer.startswith("leaf answer: summarise:")
     assert model.answer == "needle-42" and model.query == "Which needle is in the context?"
@@ -240,7 +242,8 @@ def test_conformance_payload_has_both_sides(tmp_path: Path) -> None:
     upstream = payload["cells"][0][case["id"]]
     assert upstream["status"] == "pass" and "actual" not in upstream
     recorded = payload["recorded"][payload["columns"][0]["fixtures"]["repl"]][case["id"]]
-    assert "lambda" in recorded["input"] and '"steps"' in recorded["expected"]
+    assert recorded["texts"] == [["step 1", "k = 5\nf = lambda v: v + k\nf(1)"]]
+    assert "lambda body reads env" in recorded["input"] and '"steps"' in recorded["expected"]
     assert payload["deviations"][str(fixed["deviation"])]
 
 

@@ -83,6 +83,8 @@ def test_trajectory_view_tree_subcall_and_search(browser: Any, tmp_path: Path) -
     root = p.locator(".node").first
     assert "open" in (root.get_attribute("class") or "")
     assert "First I look at the context." in p.inner_text("#tree")
+    p.locator("#node-rlm-1 > .node-body > details.system-prompt > summary").click()
+    assert "Depth: 0" in p.locator("#node-rlm-1 > .node-body > details.system-prompt").inner_text()
     # below the root everything starts collapsed: the child's steps are not on screen
     assert not p.get_by_text('FINAL("child found needle-42")').is_visible()
     p.get_by_role("link", name="rlm-", exact=False).first.click()
@@ -191,7 +193,7 @@ def test_conformance_view_filters_and_side_by_side(browser: Any, tmp_path: Path)
     assert "recorded upstream" in text and "actual outcome" in text
     assert "rlm_compat-fixed" in text and "deviation" in text
     recorded, *impls = detail.locator(".side > div").all_inner_texts()
-    assert '"steps"' in recorded
+    assert '"steps"' in recorded and "f = lambda v: v + k" in recorded  # the step's code, as code
     assert any('"output": "6"' in panel for panel in impls)  # what rlm_compat-fixed did
     page.shot("view-conformance.png")
     assert page.events == []

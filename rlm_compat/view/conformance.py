@@ -38,8 +38,8 @@ def _fixture_root(stated: str) -> Path | None:
         return None
 
 
-def _recorded(root: Path | None, filename: str, wanted: set[str]) -> dict[str, dict[str, str]]:
-    """``{case_id: {"input", "expected"}}`` of one fixture file (empty when it is not there)."""
+def _recorded(root: Path | None, filename: str, wanted: set[str]) -> dict[str, dict[str, Any]]:
+    """``{case_id: {"texts", "input", "expected"}}`` of one fixture file (empty when it is not there)."""
     from ..conformance.fixtures import read_jsonl
 
     if root is None or not (root / filename).is_file():
@@ -47,11 +47,21 @@ def _recorded(root: Path | None, filename: str, wanted: set[str]) -> dict[str, d
     found = {}
     for line in read_jsonl(root / filename):
         if line.get("id") in wanted:
-            found[line["id"]] = {
-                "input": _pretty(line.get("input")),
-                "expected": _pretty(line.get("expected")),
-            }
+            found[line["id"]] = _recording(line)
     return found
+
+
+def _recording(line: dict[str, Any]) -> dict[str, Any]:
+    """A fixture line for display: its code steps or model response as text, the rest as JSON."""
+    given = dict(line.get("input") or {})
+    texts: list[list[str]] = []
+    steps = given.get("steps")
+    if isinstance(steps, list) and all(isinstance(step, str) for step in steps):
+        del given["steps"]
+        texts = [[f"step {number}", step[:_CAP]] for number, step in enumerate(steps, 1)]
+    if isinstance(given.get("response"), str):
+        texts.append(["model response", given.pop("response")[:_CAP]])
+    return {"texts": texts, "input": _pretty(given), "expected": _pretty(line.get("expected"))}
 
 
 def conformance_payload(paths: list[Path]) -> dict[str, Any]:
@@ -62,7 +72,7 @@ def conformance_payload(paths: list[Path]) -> dict[str, Any]:
     columns: list[dict[str, Any]] = []
     cases: dict[str, dict[str, str]] = {}
     cells: list[dict[str, Any]] = []
-    recorded: dict[str, dict[str, dict[str, str]]] = {}
+    recorded: dict[str, dict[str, dict[str, Any]]] = {}
     deviations: dict[str, str] = {}
     for path in paths:
         try:

@@ -99,6 +99,8 @@ class NodeModel:
     error: str | None = None
     steps: list[StepModel] = dataclasses.field(default_factory=list)
     children: list[str] = dataclasses.field(default_factory=list)
+    system_prompt: str | None = None
+    """The system message of the node's first call (what the model was told it is)."""
 
     def totals(self) -> dict[str, float | int | None]:
         """Tokens, cost and model latency summed over this node's own calls."""
@@ -231,7 +233,11 @@ def from_events(
                 leaf = add(NodeModel(node_id, parent_id, depth, "leaf", info.model, prompt))
                 leaf.steps.append(StepModel(iteration=1, call=info, sequence=sequence))
             elif parent_id in nodes and isinstance(iteration, int):
-                step_of(nodes[parent_id], iteration, sequence).call = info
+                owner_node = nodes[parent_id]
+                step_of(owner_node, iteration, sequence).call = info
+                for message in data.get("messages") or []:
+                    if owner_node.system_prompt is None and message.get("role") == "system":
+                        owner_node.system_prompt = _text(message.get("content"))
         elif kind in ("model_call_end", "model_call_error"):
             found = calls.get(node_id)
             if found is None:

@@ -109,7 +109,7 @@
       else recordings.push({ key: key, rec: rec, files: [file] });
     });
     recordings.forEach(function (x) {
-      side.appendChild(panel("recorded upstream (" + x.files.join(", ") + ")", x.rec ? [["input", x.rec.input], ["outcome", x.rec.expected]] : [["outcome", "(fixture file not available here)"]]));
+      side.appendChild(panel("recorded upstream (" + x.files.join(", ") + ")", x.rec ? x.rec.texts.map(function (t) { return [t[0], t[1], "code"]; }).concat([["input", x.rec.input], ["outcome", x.rec.expected]]) : [["outcome", "(fixture file not available here)"]]));
     });
     data.columns.forEach(function (col, j) {
       if (!visible[j]) return;

@@ -203,6 +203,12 @@
     var n = byId[d.id.slice(5)], body = d.lastChild;
     d.built = true;
     if (n.kind === "rlm" && n.query !== null) { body.appendChild(el("div", "label", "query")); body.appendChild(block(n.query, "query")); }
+    if (n.system_prompt) {
+      var prompt = el("details", "system-prompt");
+      prompt.appendChild(el("summary", "label", "system prompt (" + num(n.system_prompt.length) + " characters)"));
+      prompt.addEventListener("toggle", function () { if (prompt.open && prompt.childNodes.length === 1) prompt.appendChild(block(n.system_prompt, "query")); });
+      body.appendChild(prompt);
+    }
     if (n.kind === "leaf") { body.appendChild(el("div", "label", "prompt")); body.appendChild(block(n.query, "query")); }
     var steps = el("div", "steps");
     body.appendChild(steps);
