@@ -142,6 +142,11 @@ def test_comparison_view_links_cells_to_trajectories(browser: Any, tmp_path: Pat
     assert "separate_scopes" in p.inner_text("#ablation")
     assert "+50 pt" in p.inner_text("#ablation")
     assert p.evaluate("document.querySelector('.charts img').naturalWidth") == 240
+    rates = p.locator("#overview thead th", has_text="pass rate")
+    rates.click()
+    assert p.locator("#overview tbody tr td:first-child").all_inner_texts()[0] == "upstream"  # 50% first
+    rates.click()
+    assert p.locator("#overview tbody tr td:first-child").all_inner_texts()[-1] == "upstream"
     header = [c.strip() for c in p.locator("#matrix thead th").all_inner_texts()]
     column = header.index("upstream")
     row = p.locator("#matrix tbody tr", has_text="count-words")
