@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import base64
 import datetime
-import html
 import json
 import secrets
 from collections.abc import Callable, Iterable
@@ -151,11 +150,6 @@ def short(text: str | None, limit: int = 120) -> str:
     """A one-line excerpt for table cells."""
     flat = " ".join((text or "").split())
     return flat if len(flat) <= limit else flat[: limit - 1] + "\u2026"
-
-
-def escape_attr(text: str) -> str:
-    """HTML-escaped text (for the few strings built outside a template)."""
-    return html.escape(text, quote=True)
 
 
 def group(items: Iterable[Any], key: Callable[[Any], Any]) -> dict[Any, list[Any]]:
