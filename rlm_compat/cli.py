@@ -38,6 +38,9 @@ def build_parser() -> argparse.ArgumentParser:
     from .conformance.cli import register as register_conformance
 
     register_conformance(commands)
+    from .view.cli import register as register_view
+
+    register_view(commands)
     return parser
 
 

@@ -58,6 +58,8 @@ class CaseResult:
     detail: str = ""
     deviation: int | None = None
     deviation_kind: str | None = None
+    actual: Any = None
+    """What the implementation did, kept when it differs from the recording (the HTML view shows both)."""
 
 
 @dataclass
@@ -186,7 +188,7 @@ def classify(
     if entry is None:
         if difference is None:
             return CaseResult(case_id, kind, topic, "pass")
-        return CaseResult(case_id, kind, topic, "unexplained", difference)
+        return CaseResult(case_id, kind, topic, "unexplained", difference, actual=outcome["result"])
     if difference is None:
         return CaseResult(
             case_id,
@@ -208,8 +210,11 @@ def classify(
                 f"differs from upstream and from deviation #{entry.number}'s expected result: {mismatch}",
                 entry.number,
                 entry.kind,
+                outcome["result"],
             )
-    return CaseResult(case_id, kind, topic, "deviation", difference, entry.number, entry.kind)
+    return CaseResult(
+        case_id, kind, topic, "deviation", difference, entry.number, entry.kind, outcome["result"]
+    )
 
 
 def _run_one(
