@@ -38,6 +38,9 @@ def build_parser() -> argparse.ArgumentParser:
     from .conformance.cli import register as register_conformance
 
     register_conformance(commands)
+    from .record.replay_cli import register as register_replay
+
+    register_replay(commands)
     return parser
 
 
