@@ -41,6 +41,9 @@ def build_parser() -> argparse.ArgumentParser:
     from .record.replay_cli import register as register_replay
 
     register_replay(commands)
+    from .research.quirks_cli import register as register_quirks
+
+    register_quirks(commands)
     return parser
 
 
