@@ -123,7 +123,7 @@ def _describe(outcome: StepOutcome, run: RecordedRun, *, first: bool) -> list[st
 
 
 def _indent(text: str) -> str:
-    return textwrap.indent(text or "(empty)", "    ", lambda _: True)
+    return textwrap.indent(text or "(empty)", "    ")
 
 
 def replay_profile(run: RecordedRun, profile: str | Profile | None) -> Profile:

@@ -151,7 +151,7 @@ def json_lines(path: str | os.PathLike[str]) -> list[tuple[int, dict[str, Any]]]
             record = json.loads(line)
         except json.JSONDecodeError as exc:
             raise TrajectoryError(
-                f"{path}: line {number}: truncated or corrupt JSON ({exc.msg} at column {exc.colno})"
+                f"{path}: line {number}: truncated or corrupt JSON at column {exc.colno} ({exc.msg})"
             ) from None
         if not isinstance(record, dict):
             raise TrajectoryError(f"{path}: line {number}: a JSON {type(record).__name__}, not an object")
