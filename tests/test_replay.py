@@ -20,8 +20,8 @@ from rlm_compat.cli import main
 from rlm_compat.errors import TrajectoryError
 from rlm_compat.record.foreign import detect_format, load_run
 from rlm_compat.record.replay import replay
-from rlm_compat.record.steps import from_trajectory
-from rlm_compat.testing import ScriptedChatServer
+from rlm_compat.record.steps import RecordedNode, RecordedRun, RecordedStep, RecordedSubcall, from_trajectory
+from rlm_compat.testing import ErrorReply, ScriptedChatServer
 
 ServerFactory = Callable[..., ScriptedChatServer]
 DATA = Path(__file__).parent / "data" / "replay"
@@ -130,6 +130,77 @@ def test_a_run_recorded_under_upstream_replays_identically_under_upstream_only(
     assert replay(run, context=CONTEXT).identical
     fixed = replay(run, profile="fixed", context=CONTEXT)
     assert fixed.divergences[0].observation == "2" and not fixed.divergences[0].error
+
+
+def batch_script(request: dict[str, Any]) -> str | ErrorReply:
+    messages = request["messages"]
+    content = str(messages[-1]["content"])
+    if messages[0]["role"] != "system":
+        return ErrorReply(400, "bad prompt") if "bad" in content else "leaf " + content
+    if messages[1]["content"] in ("c1", "c2"):
+        return "```python\nprint(context)\nFINAL(context.upper())\n```"
+    turn = sum(1 for m in messages if m["role"] == "assistant")
+    return [
+        "```python\nrs = rlm_query_batched(['c1', 'c2'], ['ctx one', 'ctx two'])\n"
+        "ls = llm_query_batched(['p1', 'bad p2'])\nprint(rs, ls)\n```",
+        "```python\nr = llm_query('bad one')\n```",
+        'FINAL("ok")',
+    ][turn]
+
+
+@pytest.mark.parametrize("isolation", ["inline", "process"])
+def test_batches_children_and_failed_calls_replay_identically(
+    chat_server: ServerFactory, tmp_path: Path, isolation: str
+) -> None:
+    path = tmp_path / "batch.jsonl"
+    server = chat_server(batch_script)
+    rlm = RLM(
+        "openai/gpt-4o-mini",
+        api_base=server.base_url,
+        api_key="sk-loopback",
+        isolation=isolation,
+        max_retries=0,
+        trajectory_path=path,
+    )
+    assert rlm.complete("root q", CONTEXT) == "ok"
+    run = from_trajectory(path)
+    assert len(run.nodes) == 3
+    first, second = run.root.steps[0], run.root.steps[1]
+    assert [(s.kind, s.reply) for s in first.subcalls] == [
+        ("child", "CTX ONE"),
+        ("child", "CTX TWO"),
+        ("leaf", "leaf p1"),
+        ("leaf", None),
+    ]
+    assert "bad prompt" in first.subcalls[3].error and "bad prompt" in (second.observation or "")
+    report = replay(run, isolation=isolation, context=CONTEXT)
+    assert report.identical, report.render(every=True)
+    root, one, two = (n.node_id for n in run.nodes)
+    assert [o.step.node for o in report.outcomes] == [root, one, two, root, root]
+    assert [o.observation for o in report.outcomes[1:3]] == ["ctx one", "ctx two"]  # what the code passed
+    upstream = replay(run, profile="upstream", isolation=isolation, context=CONTEXT)
+    assert [o.reached for o in upstream.outcomes] == [True, False, False, True, True]
+
+
+def test_a_call_the_recording_never_made_fails_inside_the_code() -> None:
+    code = "a = llm_query('one')\nb = llm_query('two')\nprint(a, b)"
+    step = RecordedStep("root", 1, "entry 1", code, "x y", False, (RecordedSubcall("any", reply="x"),), seq=1)
+    run = RecordedRun("made-up", "dspy", "test", (RecordedNode("root", "", 0, "", None, (step,)),))
+    (outcome,) = replay(run, isolation="inline").outcomes
+    assert outcome.error and outcome.diverged
+    assert "the recording has no further answer for llm_query in node root step 1" in (
+        outcome.observation or ""
+    )
+
+
+def test_the_loops_argument_checks_are_kept(chat_server: ServerFactory, tmp_path: Path) -> None:
+    code = "try:\n    llm_query(5)\nexcept Exception as e:\n    print(type(e).__name__, e)\nprint(llm_query('ok'))"
+    step = RecordedStep(
+        "root", 1, "entry 1", code, None, None, (RecordedSubcall("leaf", reply="fine"),), seq=1
+    )
+    run = RecordedRun("made-up", "dspy", "test", (RecordedNode("root", "", 0, "", None, (step,)),))
+    (outcome,) = replay(run, isolation="inline").outcomes
+    assert outcome.observation == "TypeError llm_query(prompt) needs a str, not int\nfine"
 
 
 def test_cli_replay_exit_status_and_output(recorded: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -22,12 +22,14 @@ passed in.
 
 from __future__ import annotations
 
+import builtins
 import re
 import textwrap
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from .. import errors
 from ..config import ReplConfig
 from ..errors import LLMCallError, REPLError, TrajectoryError
 from ..parser import missing_variable_error
@@ -36,7 +38,7 @@ from ..repl import REPLExecutor
 from ..sandbox.hostcall import host_call
 from .steps import RecordedNode, RecordedRun, RecordedStep, RecordedSubcall
 
-__all__ = ["ReplayReport", "StepOutcome", "observe", "replay", "replay_profile", "step_errors"]
+__all__ = ["ReplayReport", "StepOutcome", "observe", "replay", "replay_profile"]
 
 DEPTH_TEXT = "Max recursion depth ({limit}) reached"
 """What 2fb46cc's ``recursive_llm`` returns at the depth limit, without starting a child."""
@@ -208,7 +210,7 @@ class _Replayer:
         self.outcomes: dict[int, StepOutcome] = {}
         self._started: set[str] = {run.root.node_id}
 
-    def node(self, node: RecordedNode, context: str) -> None:
+    def node(self, node: RecordedNode, context: Any) -> None:
         served = _Served(self.run, node)
         env = self._env(node, context, served)
         with REPLExecutor(config=self.config) as repl:
@@ -247,7 +249,7 @@ class _Replayer:
                 result.append(self.outcomes.get(id(step)) or StepOutcome(step, None, False, note))
         return result
 
-    def _env(self, node: RecordedNode, context: str, served: _Served) -> dict[str, Any]:
+    def _env(self, node: RecordedNode, context: Any, served: _Served) -> dict[str, Any]:
         """The namespace the RLM loop gives a node, with sub-calls served from the recording."""
         profile = self.config.profile
         env: dict[str, Any] = {"context": context, "query": node.query}
@@ -291,7 +293,7 @@ class _Served:
         self.run, self.node = run, node
         self.queue: list[RecordedSubcall] = []
         self.step: RecordedStep | None = None
-        self.children: list[tuple[str, str]] = []
+        self.children: list[tuple[str, Any]] = []
 
     def start(self, step: RecordedStep) -> None:
         self.step, self.queue, self.children = step, list(step.subcalls), []
@@ -310,7 +312,7 @@ class _Served:
 
     def _answer(self, item: RecordedSubcall) -> str:
         if item.reply is None:
-            raise LLMCallError(f"replayed failure: {item.error}")
+            raise replayed_failure(item.error)
         return item.reply
 
     def _batch_item(self, item: RecordedSubcall) -> str:
@@ -318,7 +320,14 @@ class _Served:
 
     def _child(self, item: RecordedSubcall, context: Any) -> None:
         if item.child:
-            self.children.append((item.child, context if isinstance(context, str) else str(context)))
+            self.children.append((item.child, context))
+
+    def _child_kinds(self) -> tuple[str, ...]:
+        """What ``rlm_query`` made in the recording: a child RLM, or a plain call at the depth limit."""
+        limit = self.run.max_depth
+        if limit is None:
+            return ("child", "leaf")
+        return ("leaf",) if self.node.depth + 1 >= limit else ("child",)
 
     def recursive_llm(self) -> Callable[[str, str], str]:
         def sync_recursive_llm(sub_query: str, sub_context: str) -> str:
@@ -332,32 +341,72 @@ class _Served:
 
         return sync_recursive_llm
 
+    # The checks below are the loop's own (same texts), so a call it refused before asking the
+    # model is refused again here instead of consuming a recorded answer.
+
     def llm_query(self, prompt: str, model: str | None = None) -> str:
         """One plain model call: the recorded reply."""
+        _check_text("llm_query(prompt)", prompt)
         return self._answer(self._take(("leaf",), "llm_query"))
 
     def llm_query_batched(self, prompts: Iterable[Any], model: str | None = None) -> list[str]:
         """Plain model calls: the recorded replies, in order."""
-        return [self._batch_item(self._take(("leaf",), "llm_query_batched")) for _ in list(prompts)]
+        items = _texts("llm_query_batched(prompts)", prompts)
+        return [self._batch_item(self._take(("leaf",), "llm_query_batched")) for _ in items]
 
     def rlm_query(self, query: str, context: str = "") -> str:
         """A child RLM (a plain call at the depth limit): its recorded answer."""
-        item = self._take(("child", "leaf"), "rlm_query")
+        _check_text("rlm_query(query)", query)
+        _check_text("rlm_query(context)", context)
+        item = self._take(self._child_kinds(), "rlm_query")
         self._child(item, context)
         return self._answer(item)
 
     def rlm_query_batched(self, queries: Iterable[Any], contexts: Iterable[Any] | None = None) -> list[str]:
         """Child RLMs: their recorded answers, in order."""
-        items = list(queries)
-        texts = [""] * len(items) if contexts is None else list(contexts)
+        items = _texts("rlm_query_batched(queries)", queries)
+        texts = [""] * len(items) if contexts is None else _texts("rlm_query_batched(contexts)", contexts)
+        if len(texts) != len(items):
+            raise ValueError(
+                f"rlm_query_batched got {len(items)} queries but {len(texts)} contexts; pass one context "
+                "per query, or none"
+            )
         answers = []
-        for context in texts[: len(items)]:
-            item = self._take(("child", "leaf"), "rlm_query_batched")
+        for context in texts:
+            item = self._take(self._child_kinds(), "rlm_query_batched")
             self._child(item, context)
             answers.append(self._batch_item(item))
         return answers
 
 
-def step_errors(report: ReplayReport) -> dict[int, bool]:
-    """``seq`` of each reached step -> whether it failed (the quirk table's raw data)."""
-    return {o.step.seq: o.error for o in report.outcomes if o.reached}
+def replayed_failure(error: str) -> Exception:
+    """The recorded ``"<Type>: <message>"`` failure of a call as an exception the code sees alike.
+
+    Sandboxed code sees a builtin or rlm_compat exception as itself and any other class as
+    ``RuntimeError("<Type>: <message>")`` (:func:`rlm_compat.sandbox.hostcall.sanitized`): the
+    same class is rebuilt for the first two, a stand-in class of the recorded name for the rest,
+    so the replayed step prints what the recorded one did.
+    """
+    name, _, message = error.partition(": ")
+    known = getattr(builtins, name, None) or getattr(errors, name, None)
+    if isinstance(known, type) and issubclass(known, Exception):
+        try:
+            return known(message)
+        except Exception:
+            pass  # a constructor that needs more than a message (BudgetExceededError)
+    if not name.isidentifier():
+        return LLMCallError(error)
+    stand_in: type[Exception] = type(name, (Exception,), {"__module__": "rlm_compat.replayed"})
+    return stand_in(message)
+
+
+def _check_text(what: str, value: Any) -> None:
+    if not isinstance(value, str):
+        raise TypeError(f"{what} needs a str, not {type(value).__name__}")
+
+
+def _texts(what: str, values: Any) -> list[str]:
+    items = [] if isinstance(values, str) else list(values)
+    if isinstance(values, str) or not all(isinstance(v, str) for v in items):
+        raise TypeError(f"{what} needs a list of str")
+    return items
