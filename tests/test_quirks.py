@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -88,6 +89,11 @@ def test_markdown_table_and_cli(one_quirk_each: Path, capsys: pytest.CaptureFixt
     assert "| `imports_refused` |" in out and "| `upstream` |" in out
     rows = [line for line in out.splitlines() if line.startswith("| `")]
     assert len(rows) == len(QUIRKS) + 2
+    assert main(["quirks", str(one_quirk_each), "--context", "some context", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["steps"] == 6 and len(data["quirks"]) == len(QUIRKS)
+    by_name = {row["name"]: row for row in data["quirks"]}
+    assert (by_name["no_write_guard"]["repaired"], by_name["no_write_guard"]["alone"]) == (1, 1)
 
 
 def test_without_a_context_the_code_runs_over_an_empty_one(one_quirk_each: Path) -> None:

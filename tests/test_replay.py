@@ -210,6 +210,17 @@ def test_cli_replay_exit_status_and_output(recorded: Path, capsys: pytest.Captur
     out = capsys.readouterr().out
     assert "5 of 5 step(s) diverge" in out and out.count("divergence: node") == 5
     assert "recorded observation:\n    ['epsilon']" in out
+    assert main(["replay", str(recorded), "--context", CONTEXT, "--profile", "upstream", "--json"]) == 1
+    data = json.loads(capsys.readouterr().out)
+    assert (data["profile"], data["identical"], data["divergences"]) == ("upstream", False, 5)
+    first = data["steps"][0]
+    assert (first["node"], first["step"], first["recorded_observation"], first["error"]) == (
+        "rlm-1",
+        1,
+        "['epsilon']",
+        True,
+    )
+    assert [s["reached"] for s in data["steps"]] == [True, True, False, False, True]
 
 
 def test_cli_replay_reads_the_context_from_a_file(recorded: Path, tmp_path: Path) -> None:

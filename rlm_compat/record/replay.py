@@ -92,6 +92,35 @@ class ReplayReport:
         """Every step reached, with the recorded observation."""
         return not self.divergences
 
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready: the run, the profile, and every step's recorded and new observation."""
+        run = self.run
+        return {
+            "trajectory": run.path,
+            "format": run.format,
+            "format_version": run.format_version,
+            "profile": self.profile,
+            "isolation": self.isolation,
+            "identical": self.identical,
+            "divergences": len(self.divergences),
+            "steps": [
+                {
+                    "node": o.step.node,
+                    "step": o.step.number,
+                    "where": o.step.where,
+                    "code": o.step.code,
+                    "recorded_observation": o.step.observation,
+                    "recorded_error": o.step.error,
+                    "observation": o.observation,
+                    "error": o.error,
+                    "reached": o.reached,
+                    "diverged": o.diverged,
+                    "note": o.note,
+                }
+                for o in self.outcomes
+            ],
+        }
+
     def render(self, *, every: bool = False) -> str:
         """The report as text: a summary line, then the first divergence (or all of them)."""
         run = self.run

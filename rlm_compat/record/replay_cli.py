@@ -7,6 +7,7 @@ trajectory or the arguments cannot be used (the message names the file and line)
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from pathlib import Path
 from typing import Any
@@ -38,6 +39,7 @@ def register(subparsers: Any) -> None:
     )
     p.add_argument("--isolation", choices=ISOLATIONS, default=None, help="default: the profile's")
     p.add_argument("--all", action="store_true", help="list every divergence, not only the first")
+    p.add_argument("--json", action="store_true", help="print every step's outcome as JSON instead")
     p.add_argument(
         "--format",
         choices=("rlm_compat", "rlms", "dspy"),
@@ -88,5 +90,8 @@ def _replay(args: argparse.Namespace) -> int:
     except (TrajectoryError, ConfigurationError) as exc:
         print(f"rlm-compat replay: {exc}", file=sys.stderr)
         return 2
-    print(report.render(every=args.all))
+    if args.json:
+        print(json.dumps(report.to_dict(), indent=2, ensure_ascii=False))
+    else:
+        print(report.render(every=args.all))
     return 0 if report.identical else 1

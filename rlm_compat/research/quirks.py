@@ -22,9 +22,11 @@ construction; the compare grid measures those.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from ..profiles import QUIRKS
 from ..record.foreign import load_run
@@ -65,6 +67,10 @@ class QuirkTable:
     presets: tuple[QuirkCost, ...]
     quirks: tuple[QuirkCost, ...]
     """Most repairs first, then by name."""
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready: how it was measured and every row."""
+        return dataclasses.asdict(self)
 
     def markdown(self) -> str:
         """The table as markdown, with a header saying what was replayed and how."""

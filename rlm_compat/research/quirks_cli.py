@@ -6,6 +6,7 @@ Exit status: 0 with the table on stdout, 2 for an unusable trajectory or argumen
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from pathlib import Path
 from typing import Any
@@ -32,6 +33,7 @@ def register(subparsers: Any) -> None:
     p.add_argument("trajectories", type=Path, nargs="+", help="trajectory files")
     p.add_argument("--isolation", choices=ISOLATIONS, default="inline", help="default: inline (fastest)")
     p.add_argument("--format", choices=("rlm_compat", "rlms", "dspy"), default=None, help="default: detected")
+    p.add_argument("--json", action="store_true", help="print the table's data as JSON instead")
     context_arguments(p)
     p.set_defaults(handler=_quirks)
 
@@ -56,5 +58,5 @@ def _quirks(args: argparse.Namespace) -> int:
         return 2
     if sys.stderr.isatty():
         print("\r" + " " * 70 + "\r", end="", file=sys.stderr)
-    print(table.markdown())
+    print(json.dumps(table.to_dict(), indent=2) if args.json else table.markdown())
     return 0
