@@ -448,3 +448,31 @@ def test_a_log_written_by_rlms_itself_is_read_and_replayed(
     assert replay(run, profile="fixed", isolation="inline", context="Numbers 10, 20 and 30.").identical
     upstream = replay(run, profile="upstream", isolation="inline", context="Numbers 10, 20 and 30.")
     assert [o.error for o in upstream.outcomes] == [True, True]
+
+
+def test_a_run_under_the_0_5_api_replays_in_its_namespace(chat_server: ServerFactory, tmp_path: Path) -> None:
+    def script(request: dict[str, Any]) -> str:
+        messages = request["messages"]
+        if messages[0]["role"] != "system":
+            return "leaf: " + str(messages[-1]["content"]).splitlines()[0]
+        return (
+            "```python\nsaid = llm_query('what', 'some text')\nprint(said, sorted(SHOW_VARS()))\n"
+            "answer['content'] = said\nanswer['ready'] = True\n```"
+        )
+
+    path = tmp_path / "v05.jsonl"
+    server = chat_server(script)
+    rlm = RLM(
+        "openai/gpt-4o-mini",
+        api_base=server.base_url,
+        api_key="sk-loopback",
+        isolation="inline",
+        trajectory_path=path,
+        api="0.5",
+    )
+    assert rlm.complete("q", CONTEXT) == "leaf: what"
+    run = from_trajectory(path)
+    assert run.api == "0.5"
+    assert replay(run, context=CONTEXT).identical
+    as_2fb46cc = replay(run, context=CONTEXT, api="2fb46cc")
+    assert as_2fb46cc.divergences and as_2fb46cc.outcomes[0].error  # no SHOW_VARS, no answer dict

@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .. import errors
+from ..compat import ApiSemantics, resolve_api
 from ..config import ReplConfig
 from ..errors import LLMCallError, REPLError, TrajectoryError
 from ..parser import missing_variable_error
@@ -180,6 +181,7 @@ def replay(
     context: str | None = None,
     timeout: float | None = None,
     same_context: bool = True,
+    api: str | ApiSemantics | None = None,
 ) -> ReplayReport:
     """Re-execute every recorded step of ``run`` under ``profile``; the outcomes, in recorded order.
 
@@ -188,6 +190,8 @@ def replay(
     ``isolation``: ``inline`` or ``process`` (default: the profile's). ``timeout``: seconds per
     step (default: the recording's, else 5). ``same_context=False`` accepts a context of another
     size than the recorded one (an unknown context replaced by ``""``, as the quirk table does).
+    ``api``: the API preset whose REPL namespace the code gets (default: the recording's, else
+    ``$RLM_COMPAT_API`` or 2fb46cc's, as an RLM's).
     """
     chosen = replay_profile(run, profile)
     if isolation is None and chosen.name == run.profile:
@@ -211,7 +215,7 @@ def replay(
         isolation=isolation,
         max_output_chars=run.max_output_chars or ReplConfig.max_output_chars,
     )
-    replayer = _Replayer(run, config)
+    replayer = _Replayer(run, config, resolve_api(api if api is not None else run.api))
     replayer.node(root, context)
     return ReplayReport(run, chosen.name, str(config.isolation), tuple(replayer.ordered(chosen.name)))
 
@@ -233,16 +237,16 @@ def observe(repl: REPLExecutor, code: str, env: dict[str, Any]) -> tuple[str, bo
 class _Replayer:
     """Replays nodes one after another, children right after the parent step that started them."""
 
-    def __init__(self, run: RecordedRun, config: ReplConfig) -> None:
-        self.run, self.config = run, config
+    def __init__(self, run: RecordedRun, config: ReplConfig, api: ApiSemantics) -> None:
+        self.run, self.config, self.api = run, config, api
         self.nodes = {n.node_id: n for n in run.nodes}
         self.outcomes: dict[int, StepOutcome] = {}
         self._started: set[str] = {run.root.node_id}
 
     def node(self, node: RecordedNode, context: Any) -> None:
-        served = _Served(self.run, node)
+        served = _Served(self.run, node, self.api)
         env = self._env(node, context, served)
-        with REPLExecutor(config=self.config) as repl:
+        with REPLExecutor(config=self.config, api=self.api) as repl:
             for step in node.steps:
                 served.start(step)
                 observation, failed = observe(repl, step.code, env)
@@ -280,17 +284,25 @@ class _Replayer:
 
     def _env(self, node: RecordedNode, context: Any, served: _Served) -> dict[str, Any]:
         """The namespace the RLM loop gives a node, with sub-calls served from the recording."""
-        profile = self.config.profile
+        profile, api = self.config.profile, self.api
         env: dict[str, Any] = {"context": context, "query": node.query}
-        env["recursive_llm"] = host_call(served.recursive_llm())
-        env["re"] = re
+        if api.answer_object:
+            env["answer"] = {"content": "", "ready": False}
+        if api.depth_is_subcall_capability and self.run.max_depth == 0:
+            env["re"] = re  # 0.5.0: a run that may call nothing gets no query functions
+        else:
+            recursive = served.rlm_query if api.depth_is_subcall_capability else served.recursive_llm()
+            env["recursive_llm"] = host_call(recursive)
+            env["re"] = re
         if not profile.minimal_env:
             env["FINAL"] = host_call(_final, "answer")
             env["FINAL_VAR"] = host_call(_final_var(env), "answer_var")
-            env["llm_query"] = host_call(served.llm_query)
-            env["llm_query_batched"] = host_call(served.llm_query_batched)
-            env["rlm_query"] = host_call(served.rlm_query)
-            env["rlm_query_batched"] = host_call(served.rlm_query_batched)
+            if "recursive_llm" in env:
+                leaf = served.llm_query_with_context if api.llm_query_takes_context else served.llm_query
+                env["llm_query"] = host_call(leaf)
+                env["llm_query_batched"] = host_call(served.llm_query_batched)
+                env["rlm_query"] = host_call(served.rlm_query)
+                env["rlm_query_batched"] = host_call(served.rlm_query_batched)
         if "context_0" in self.run.extra_names:
             env["context_0"] = context
         if "SUBMIT" in self.run.extra_names:
@@ -318,8 +330,8 @@ def _submit(*args: Any, **kwargs: Any) -> None:
 class _Served:
     """The recorded answers of one node's current step, handed out as its code asks for them."""
 
-    def __init__(self, run: RecordedRun, node: RecordedNode) -> None:
-        self.run, self.node = run, node
+    def __init__(self, run: RecordedRun, node: RecordedNode, api: ApiSemantics) -> None:
+        self.run, self.node, self.api = run, node, api
         self.queue: list[RecordedSubcall] = []
         self.step: RecordedStep | None = None
         self.children: list[tuple[str, Any]] = []
@@ -376,6 +388,12 @@ class _Served:
     def llm_query(self, prompt: str, model: str | None = None) -> str:
         """One plain model call: the recorded reply."""
         _check_text("llm_query(prompt)", prompt)
+        return self._answer(self._take(("leaf",), "llm_query"))
+
+    def llm_query_with_context(self, query: str, context: str = "", model: str | None = None) -> str:
+        """0.5.0's ``llm_query(query, context)``: the recorded reply."""
+        _check_text("llm_query(query)", query)
+        _check_text("llm_query(context)", context)
         return self._answer(self._take(("leaf",), "llm_query"))
 
     def llm_query_batched(self, prompts: Iterable[Any], model: str | None = None) -> list[str]:

@@ -46,6 +46,9 @@ def register(subparsers: Any) -> None:
         default=None,
         help="the trajectory's format (default: detected)",
     )
+    p.add_argument(
+        "--api", default=None, help="REPL namespace preset: 2fb46cc or 0.5 (default: the recording's)"
+    )
     p.add_argument("--timeout", type=float, default=None, help="seconds per step (default: the recording's)")
     context_arguments(p)
     p.set_defaults(handler=_replay)
@@ -86,6 +89,7 @@ def _replay(args: argparse.Namespace) -> int:
             context=read_context(args),
             timeout=args.timeout,
             same_context=not args.no_context,
+            api=args.api,
         )
     except (TrajectoryError, ConfigurationError) as exc:
         print(f"rlm-compat replay: {exc}", file=sys.stderr)

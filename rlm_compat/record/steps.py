@@ -83,6 +83,8 @@ class RecordedRun:
     profile: str | None = None
     """The profile the recording ran under (our format only)."""
     isolation: str | None = None
+    api: str | None = None
+    """The API preset the recording ran with (``2fb46cc``, ``0.5``; our format only)."""
     max_depth: int | None = None
     repl_timeout: float | None = None
     max_output_chars: int | None = None
@@ -239,6 +241,7 @@ class _Builder:
             nodes=nodes,
             profile=_str_or_none(self.config.get("profile")),
             isolation=_str_or_none(self.config.get("isolation")),
+            api=_str_or_none(self.config.get("api")),
             max_depth=_int_or_none(self.config.get("max_depth")),
             repl_timeout=float(timeout) if isinstance(timeout, (int, float)) else None,
             max_output_chars=_int_or_none(self.config.get("max_output_chars")),
