@@ -75,7 +75,7 @@ def test_a_dependent_step_is_repaired_only_with_the_quirk_that_broke_its_input()
     # with imports allowed in upstream only that one step comes back: the others trip other quirks
     assert costs["imports_refused"].repaired == 1
     assert (costs["no_inplace_guard"].alone, costs["no_write_guard"].alone) == (1, 1)
-    assert costs["separate_scopes"].alone == 2  # the comprehension's `wanted`, then its `ids`
+    assert costs["separate_scopes"].alone == 2  # the helper's `wanted`, then `ids`
     assert costs["minimal_env"].alone == 1  # llm_query is not defined
     upstream = next(c for c in table.presets if c.name == "upstream")
     assert (upstream.broken, table.steps) == (5, 7)  # the last step fails under fixed too

@@ -28,8 +28,10 @@ DATA = Path(__file__).parent / "data" / "replay"
 CONTEXT = "alpha beta gamma delta epsilon"
 
 ROOT_REPLIES = [
-    # upstream refuses the import; the comprehension reads a top-level name (separate scopes)
-    "```python\nimport re\nlimit = 5\nlong = [w for w in context.split() if len(w) > limit]\nprint(long)\n```",
+    # upstream refuses the import; the helper reads a top-level name (separate scopes, on every Python:
+    # a comprehension alone would see it on 3.12+, where comprehensions are inlined)
+    "```python\nimport re\nlimit = 5\ndef is_long(w):\n    return len(w) > limit\n"
+    "long = [w for w in context.split() if is_long(w)]\nprint(long)\n```",
     "```python\nsummary = llm_query('sum up')\nchild = recursive_llm('child q', context[:10])\nprint(summary, child)\n```",
     'FINAL("done")',
 ]
@@ -101,7 +103,7 @@ def test_an_ablation_moves_the_first_divergence_to_the_next_quirk(recorded: Path
     report = replay(run, profile="upstream-without:imports_refused", context=CONTEXT)
     first = report.divergences[0]
     assert (first.step.node, first.step.number) == ("rlm-1", 1)
-    assert "limit" in (first.observation or "")  # the comprehension cannot see `limit`
+    assert first.error and "is not defined" in (first.observation or "")  # `limit` or `is_long`
     fixed_scopes = replay(run, profile="upstream-without:imports_refused,separate_scopes", context=CONTEXT)
     assert (fixed_scopes.divergences[0].step.number, fixed_scopes.divergences[0].step.node) == (2, "rlm-1")
 
