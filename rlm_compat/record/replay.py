@@ -183,11 +183,15 @@ def replay(
     same_context: bool = True,
     api: str | ApiSemantics | None = None,
 ) -> ReplayReport:
-    """Re-execute every recorded step of ``run`` under ``profile``; the outcomes, in recorded order.
+    """Re-execute every recorded step of ``run`` under ``profile`` (default: the recording's).
+
+    The report lists the steps in the order the replay ran them: a node's steps, each followed by
+    the child RLMs it started (a step never reached where it would have run).
 
     ``context``: the root's context (a trajectory keeps only its size). None is allowed only when
     the recording had an empty context or does not say (foreign formats); then it is ``""``.
-    ``isolation``: ``inline`` or ``process`` (default: the profile's). ``timeout``: seconds per
+    ``isolation``: ``inline`` or ``process`` (default: the recording's when replaying under its
+    profile, else the profile's). ``timeout``: seconds per
     step (default: the recording's, else 5). ``same_context=False`` accepts a context of another
     size than the recorded one (an unknown context replaced by ``""``, as the quirk table does).
     ``api``: the API preset whose REPL namespace the code gets (default: the recording's, else
