@@ -326,6 +326,7 @@ FIXTURE_CONTEXT = (DATA / "context.txt").read_text(encoding="utf-8")
     ("name", "expected"),
     [
         ("rlms_run.jsonl", "rlms"),
+        ("rlms_nested.jsonl", "rlms"),
         ("dspy_prediction.json", "dspy"),
         ("dspy_entries.jsonl", "dspy"),
     ],
@@ -478,3 +479,24 @@ def test_a_run_under_the_0_5_api_replays_in_its_namespace(chat_server: ServerFac
     assert replay(run, context=CONTEXT).identical
     as_2fb46cc = replay(run, context=CONTEXT, api="2fb46cc")
     assert as_2fb46cc.divergences and as_2fb46cc.outcomes[0].error  # no SHOW_VARS, no answer dict
+
+
+def test_rlms_child_rlms_are_replayed_over_the_prompt_they_were_given() -> None:
+    """rlms (max_depth > 1) keeps a child RLM's iterations in its sub-call's metadata; the child's
+    context is the prompt its parent passed to rlm_query."""
+    run = load_run(DATA / "rlms_nested.jsonl")
+    root, child = run.nodes
+    assert (child.node_id, child.parent_id, child.depth) == ("root.1", "root", 1)
+    assert child.steps[0].where == "line 2, code block 1, sub-call 1, iteration 1, code block 1"
+    assert [(s.kind, s.reply, s.child) for s in root.steps[0].subcalls] == [
+        ("child", "2", "root.1"),
+        ("any", "hi", ""),
+    ]
+    fixed = replay(run, profile="fixed", isolation="inline", context=FIXTURE_CONTEXT)
+    assert fixed.identical, fixed.render(every=True)
+    assert [o.step.node for o in fixed.outcomes] == ["root", "root.1"]
+    upstream = replay(
+        run, profile="upstream-without:minimal_env", isolation="inline", context=FIXTURE_CONTEXT
+    )
+    assert [o.diverged for o in upstream.outcomes] == [False, True]  # the child's `import re`
+    assert "__import__ not found" in (upstream.divergences[0].observation or "")

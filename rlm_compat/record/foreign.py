@@ -9,8 +9,10 @@ Two producers are read, from their documented output shapes (no code of theirs i
 per iteration. Each code block is ``{"code", "result": {"stdout", "stderr", "locals",
 "execution_time", "rlm_calls": [{"root_model", "prompt", "response", ...}], "final_answer"}}``:
 one replayable step, its observation the stdout and stderr, failed when stderr is not empty, and
-its sub-calls answered with the ``rlm_calls`` responses in order. Its REPL also names the context
-``context_0``, which replay provides.
+its sub-calls answered with the ``rlm_calls`` responses in order. A sub-call that ran a child RLM
+(``max_depth`` > 1) holds the child's own iterations in its ``metadata``; they become a child node
+whose context is the prompt (rlms gives a child RLM the prompt as its context). Its REPL also names
+the context ``context_0``, which replay provides.
 
 dspy.RLM (dspy 3.1's ``Prediction.trajectory``; dspy main at 00d9fbd calls it
 ``repl_trajectory`` and adds ``max_output_chars``): a list of ``{"reasoning", "code", "output"}``
@@ -84,63 +86,91 @@ def detect_format(path: str | os.PathLike[str]) -> str:
 
 
 def from_rlms(path: str | os.PathLike[str]) -> RecordedRun:
-    """An ``rlms`` JSONL log (see the module doc) as the steps of one root node."""
-    steps: list[RecordedStep] = []
+    """An ``rlms`` JSONL log (see the module doc) as the steps of its root and child RLMs."""
+    iterations: list[tuple[str, Any]] = []
     max_depth: int | None = None
     for line, record in json_lines(path):
         kind = record.get("type")
         if kind == "metadata":
             depth = record.get("max_depth")
             max_depth = depth if isinstance(depth, int) and not isinstance(depth, bool) else None
-            continue
-        if kind != "iteration":
+        elif kind == "iteration":
+            iterations.append((f"line {line}", record))
+        else:
             raise TrajectoryError(f"{path}: line {line}: type {kind!r}, expected 'metadata' or 'iteration'")
-        blocks = record.get("code_blocks")
-        if not isinstance(blocks, list):
-            raise TrajectoryError(f"{path}: line {line}: an iteration without a code_blocks list")
-        for index, block in enumerate(blocks, 1):
-            where = f"line {line}, code block {index}"
-            steps.append(_rlms_step(path, where, block, len(steps) + 1))
-    if not steps:
+    reader = _RlmsReader(str(path))
+    root = reader.node("root", "", 0, iterations)
+    if not reader.steps:
         raise TrajectoryError(f"{path}: no code block in any iteration: nothing to replay")
-    root = RecordedNode("root", "", 0, "", None, tuple(steps))
     return RecordedRun(
         path=str(path),
         format="rlms",
         format_version=RLMS_VERSION,
-        nodes=(root,),
+        nodes=(root, *reader.children),
         max_depth=max_depth,
         extra_names=("context_0",),
+        child_context="query",
     )
 
 
-def _rlms_step(path: str | os.PathLike[str], where: str, block: Any, number: int) -> RecordedStep:
-    result = block.get("result") if isinstance(block, dict) else None
-    code = block.get("code") if isinstance(block, dict) else None
-    if not isinstance(code, str) or not isinstance(result, dict):
-        raise TrajectoryError(f"{path}: {where}: a code block needs a code string and a result object")
-    stdout, stderr = result.get("stdout") or "", result.get("stderr") or ""
-    if not isinstance(stdout, str) or not isinstance(stderr, str):
-        raise TrajectoryError(f"{path}: {where}: stdout and stderr should be strings")
-    calls = result.get("rlm_calls") or []
-    if not isinstance(calls, list):
-        raise TrajectoryError(f"{path}: {where}: rlm_calls should be a list")
-    subcalls = tuple(
-        RecordedSubcall("any", reply=str(call.get("response", "")))
-        for call in calls
-        if isinstance(call, dict)
-    )
-    observation = stdout + (("\n" if stdout and not stdout.endswith("\n") else "") + stderr if stderr else "")
-    return RecordedStep(
-        node="root",
-        number=number,
-        where=where,
-        code=code,
-        observation=observation,
-        error=bool(stderr.strip()),
-        subcalls=subcalls,
-        seq=number,
-    )
+class _RlmsReader:
+    """Turns ``rlms`` iterations into nodes; a sub-call that ran a child RLM carries the child's
+    iterations in its ``metadata`` (rlms 0.1.1 with ``max_depth`` > 1), which become a child node."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self.steps = 0
+        self.children: list[RecordedNode] = []
+
+    def node(self, node_id: str, parent: str, depth: int, iterations: list[tuple[str, Any]]) -> RecordedNode:
+        steps: list[RecordedStep] = []
+        for where, record in iterations:
+            blocks = record.get("code_blocks") if isinstance(record, dict) else None
+            if not isinstance(blocks, list):
+                raise TrajectoryError(f"{self.path}: {where}: an iteration without a code_blocks list")
+            for index, block in enumerate(blocks, 1):
+                steps.append(self.step(node_id, depth, f"{where}, code block {index}", block, len(steps) + 1))
+        return RecordedNode(node_id, parent, depth, "", None, tuple(steps))
+
+    def step(self, node_id: str, depth: int, where: str, block: Any, number: int) -> RecordedStep:
+        path = self.path
+        result = block.get("result") if isinstance(block, dict) else None
+        code = block.get("code") if isinstance(block, dict) else None
+        if not isinstance(code, str) or not isinstance(result, dict):
+            raise TrajectoryError(f"{path}: {where}: a code block needs a code string and a result object")
+        stdout, stderr = result.get("stdout") or "", result.get("stderr") or ""
+        if not isinstance(stdout, str) or not isinstance(stderr, str):
+            raise TrajectoryError(f"{path}: {where}: stdout and stderr should be strings")
+        calls = result.get("rlm_calls") or []
+        if not isinstance(calls, list):
+            raise TrajectoryError(f"{path}: {where}: rlm_calls should be a list")
+        subcalls = []
+        for k, call in enumerate(c for c in calls if isinstance(c, dict)):
+            reply = str(call.get("response", ""))
+            metadata = call.get("metadata")
+            child_iterations = metadata.get("iterations") if isinstance(metadata, dict) else None
+            if not isinstance(child_iterations, list):
+                subcalls.append(RecordedSubcall("any", reply=reply))
+                continue
+            child_id = f"{node_id}.{len(self.children) + 1}"
+            child_where = f"{where}, sub-call {k + 1}"
+            numbered = [(f"{child_where}, iteration {j}", it) for j, it in enumerate(child_iterations, 1)]
+            self.children.append(self.node(child_id, node_id, depth + 1, numbered))
+            subcalls.append(RecordedSubcall("child", reply=reply, child=child_id))
+        self.steps += 1
+        observation = stdout
+        if stderr:
+            observation += ("\n" if stdout and not stdout.endswith("\n") else "") + stderr
+        return RecordedStep(
+            node=node_id,
+            number=number,
+            where=where,
+            code=code,
+            observation=observation,
+            error=bool(stderr.strip()),
+            subcalls=tuple(subcalls),
+            seq=self.steps,  # a child's steps count before the parent block that started them
+        )
 
 
 def from_dspy(path: str | os.PathLike[str]) -> RecordedRun:

@@ -410,7 +410,7 @@ class _Served:
         _check_text("rlm_query(query)", query)
         _check_text("rlm_query(context)", context)
         item = self._take(self._child_kinds(), "rlm_query")
-        self._child(item, context)
+        self._child(item, query if self.run.child_context == "query" else context)
         return self._answer(item)
 
     def rlm_query_batched(self, queries: Iterable[Any], contexts: Iterable[Any] | None = None) -> list[str]:
@@ -423,9 +423,9 @@ class _Served:
                 "per query, or none"
             )
         answers = []
-        for context in texts:
+        for query, context in zip(items, texts, strict=True):
             item = self._take(self._child_kinds(), "rlm_query_batched")
-            self._child(item, context)
+            self._child(item, query if self.run.child_context == "query" else context)
             answers.append(self._batch_item(item))
         return answers
 

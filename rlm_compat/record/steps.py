@@ -88,6 +88,9 @@ class RecordedRun:
     max_depth: int | None = None
     repl_timeout: float | None = None
     max_output_chars: int | None = None
+    child_context: str = "context"
+    """What a child RLM's context is: the ``context`` argument of ``rlm_query`` (ours), or its
+    ``query`` (``rlms``: a child RLM answers the prompt it was given, as its context)."""
     extra_names: tuple[str, ...] = ()
     """Names the producer's REPL defines that ours does not, provided during replay
     (``context_0``: an alias of ``context``; ``SUBMIT``: dspy.RLM's way to answer)."""
