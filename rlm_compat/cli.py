@@ -41,6 +41,12 @@ def build_parser() -> argparse.ArgumentParser:
     from .view.cli import register as register_view
 
     register_view(commands)
+    from .record.replay_cli import register as register_replay
+
+    register_replay(commands)
+    from .research.quirks_cli import register as register_quirks
+
+    register_quirks(commands)
     return parser
 
 

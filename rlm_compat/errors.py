@@ -22,6 +22,7 @@ __all__ = [
     "REPLSecurityError",
     "REPLTimeoutError",
     "RLMError",
+    "TrajectoryError",
     "UnknownOptionWarning",
     "UnsupportedOptionError",
 ]
@@ -55,6 +56,14 @@ class UnsupportedOptionError(ConfigurationError):
 
 class LLMCallError(RLMError):
     """The language model could not be called, or answered with something that is not a reply."""
+
+
+class TrajectoryError(RLMError, ValueError):
+    """A trajectory file (ours, ``rlms``' or dspy.RLM's) is unreadable: truncated, corrupt or of an
+    unknown format; or it cannot be replayed as asked. The message names the file and line.
+
+    A ValueError too, as :func:`rlm_compat.record.read_trajectory` raised before it existed.
+    """
 
 
 class ProviderResponseError(LLMCallError):

@@ -33,6 +33,7 @@ def run_config(rlm: Any) -> dict[str, Any]:
         "max_iterations": rlm.max_iterations,
         "depth": rlm._current_depth,
         "profile": rlm.profile.name,
+        "api": rlm.api.name,
         "prompt_version": rlm.prompt_version,
         "isolation": str(rlm.repl_config.isolation),
         "repl_timeout": None if math.isinf(timeout) else timeout,

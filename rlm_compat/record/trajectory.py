@@ -24,7 +24,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import IO, Any
 
-from ..errors import ConfigurationError
+from ..errors import ConfigurationError, TrajectoryError
 from ..events import CONTENT_FIELDS, EVENT_TYPES, TrajectoryEvent
 
 __all__ = [
@@ -34,6 +34,7 @@ __all__ = [
     "TrajectoryWriter",
     "json_schema",
     "read_trajectory",
+    "read_trajectory_lines",
     "recorded_calls",
 ]
 
@@ -102,17 +103,60 @@ class TrajectoryWriter:
 
 
 def read_trajectory(path: str | os.PathLike[str]) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-    """The header and event records of a trajectory file (checks the schema name and version)."""
-    lines = Path(path).read_text(encoding="utf-8").splitlines()
+    """The header and event records of a trajectory file (checks the schema name and version).
+
+    A file that is not one — empty, another schema, a line that is not a JSON object (a run killed
+    mid-write leaves a cut last line) — raises :class:`~rlm_compat.errors.TrajectoryError` naming
+    the line.
+    """
+    header, numbered = read_trajectory_lines(path)
+    return header, [record for _, record in numbered]
+
+
+def read_trajectory_lines(
+    path: str | os.PathLike[str],
+) -> tuple[dict[str, Any], list[tuple[int, dict[str, Any]]]]:
+    """As :func:`read_trajectory`, each event with its 1-based line number (for error messages)."""
+    lines = json_lines(path)
     if not lines:
-        raise ValueError(f"{path}: empty file, not a trajectory")
-    header = json.loads(lines[0])
+        raise TrajectoryError(f"{path}: empty file, not a trajectory")
+    _, header = lines[0]
     if header.get("schema") != SCHEMA_NAME or header.get("schema_version") != SCHEMA_VERSION:
-        raise ValueError(
-            f"{path}: header names schema {header.get('schema')!r} version {header.get('schema_version')!r}; "
-            f"this rlm_compat reads {SCHEMA_NAME!r} version {SCHEMA_VERSION}"
+        raise TrajectoryError(
+            f"{path}: line 1: header names schema {header.get('schema')!r} version "
+            f"{header.get('schema_version')!r}; this rlm_compat reads {SCHEMA_NAME!r} "
+            f"version {SCHEMA_VERSION}"
         )
-    return header, [json.loads(line) for line in lines[1:] if line.strip()]
+    events = lines[1:]
+    for number, record in events:
+        missing = [k for k in ("kind", "node_id", "data") if k not in record]
+        if missing or not isinstance(record.get("data"), dict):
+            raise TrajectoryError(
+                f"{path}: line {number}: not a trajectory event (missing {missing or ['data object']})"
+            )
+    return header, events
+
+
+def json_lines(path: str | os.PathLike[str]) -> list[tuple[int, dict[str, Any]]]:
+    """The non-blank lines of a JSON-lines file as objects, each with its line number."""
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise TrajectoryError(f"{path}: cannot read the file: {exc}") from None
+    records = []
+    for number, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise TrajectoryError(
+                f"{path}: line {number}: truncated or corrupt JSON at column {exc.colno} ({exc.msg})"
+            ) from None
+        if not isinstance(record, dict):
+            raise TrajectoryError(f"{path}: line {number}: a JSON {type(record).__name__}, not an object")
+        records.append((number, record))
+    return records
 
 
 def recorded_calls(events: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
