@@ -223,6 +223,12 @@ def _reference_set(tmp_path: Path, lines: list[dict[str, Any]], rules: str) -> F
     return oracle.reference_fixture_set(tmp_path)
 
 
+def _gated(fixtures: FixtureSet, reference: FixtureSet) -> Any:
+    """A REPL-only conformance run of profile fixed (inline) with ``reference`` as CPython oracle."""
+    adapters = [ProfileAdapter("fixed", isolation="inline")]
+    return run_conformance(adapters, fixtures, kinds=["repl"], reference=reference, progress_enabled=False)
+
+
 def test_conformance_run_gates_fixed_against_the_cpython_oracle(tmp_path: Path) -> None:
     """The runner adds ``rlm_compat-fixed vs CPython``; a registered restriction is ≈, an
     unregistered difference fails the run, and the report shows both oracles."""
@@ -238,13 +244,7 @@ def test_conformance_run_gates_fixed_against_the_cpython_oracle(tmp_path: Path) 
     fixtures = FixtureSet.open(upstream)
     rule = _OPEN_RULE.replace('"t.open"', '"repl.t.open"')
     good = _reference_set(tmp_path / "ok", [same, opened], rule)
-    report = run_conformance(
-        [ProfileAdapter("fixed", isolation="inline")],
-        fixtures,
-        kinds=["repl"],
-        reference=good,
-        progress_enabled=False,
-    )
+    report = _gated(fixtures, good)
     runs = {r.name: r for r in report.implementations}
     gated = runs["rlm_compat-fixed-inline vs CPython"]
     assert gated.oracle == "cpython" and gated.gated
@@ -255,26 +255,14 @@ def test_conformance_run_gates_fixed_against_the_cpython_oracle(tmp_path: Path) 
     assert json.loads(render_json(report))["restrictions"][0]["reason"] == "security"
 
     unregistered = _reference_set(tmp_path / "bad", [same, opened], "")
-    report = run_conformance(
-        [ProfileAdapter("fixed", isolation="inline")],
-        fixtures,
-        kinds=["repl"],
-        reference=unregistered,
-        progress_enabled=False,
-    )
+    report = _gated(fixtures, unregistered)
     assert report.failed
     assert "UNEXPLAINED: rlm_compat-fixed-inline vs CPython: repl.t.open" in render_summary(report)
 
     stale = _reference_set(
         tmp_path / "stale", [same, opened], rule + rule.replace('"repl.t.open"', '"repl.t.gone"')
     )
-    report = run_conformance(
-        [ProfileAdapter("fixed", isolation="inline")],
-        fixtures,
-        kinds=["repl"],
-        reference=stale,
-        progress_enabled=False,
-    )
+    report = _gated(fixtures, stale)
     assert report.failed and report.restriction_problems == ["restriction #2: repl.t.gone"]
 
 

@@ -190,8 +190,9 @@ REGISTRY: dict[str, Implementation] = {
             any_python=True,
             runs_escapes=True,
             setup=(
-                "# reference fixtures (maintainers): python -m rlm_compat.conformance.oracle record "
-                "--python python3.10 --python python3.11 --python python3.12 --python python3.13",
+                "# reference fixtures (maintainers; interpreter paths, not pyenv shims): "
+                "python -m rlm_compat.conformance.oracle record --python /path/to/python3.10 "
+                "--python /path/to/python3.11 --python /path/to/python3.12 --python /path/to/python3.13",
             ),
         ),
         Implementation(
