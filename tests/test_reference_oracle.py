@@ -10,6 +10,7 @@ outcome, unused pattern) are tested on small synthetic recordings.
 from __future__ import annotations
 
 import json
+import platform
 import sys
 from pathlib import Path
 from typing import Any
@@ -17,6 +18,11 @@ from typing import Any
 import pytest
 
 from rlm_compat.conformance import inputs, oracle, reference
+from rlm_compat.conformance.adapters import ProfileAdapter
+from rlm_compat.conformance.fixtures import FixtureSet, write_jsonl
+from rlm_compat.conformance.implementations import REGISTRY, make_adapter
+from rlm_compat.conformance.report import render_json, render_markdown, render_summary
+from rlm_compat.conformance.runner import run_conformance
 
 ROOT = Path(__file__).resolve().parents[1]
 REF_DIR = ROOT / "reference_fixtures"
@@ -38,7 +44,8 @@ def test_recordings_cover_every_supported_python_and_every_input() -> None:
 def test_recordings_are_current() -> None:
     """The recording was made by this reference executor from these inputs."""
     provenance = json.loads((REF_DIR / "PROVENANCE.json").read_text())
-    assert provenance["reference_sha256"] == oracle._sha256(Path(reference.__file__))
+    for key, digest in oracle.source_hashes().items():
+        assert provenance[key] == digest, f"{key}: re-record the reference fixtures"
     current = {str(p.relative_to(p.parents[2])): oracle._sha256(p) for p in inputs.input_files("repl")}
     assert provenance["inputs"] == current, "inputs changed: re-record the reference fixtures"
 
@@ -173,27 +180,101 @@ def test_reference_timeout() -> None:
         _ref("while True:\n    pass", timeout=0.2)
 
 
-def test_reference_script_runs_each_case_in_a_fresh_child() -> None:
-    import subprocess
-
+def test_registered_reference_runs_each_case_in_a_fresh_child() -> None:
+    """``cpython-reference`` through the protocol: a forked child per case, stdin empty, a
+    swallowed alarm killed as a hang, site-packages out of reach."""
+    entry = REGISTRY["cpython-reference"]
+    assert entry.oracle == "cpython" and entry.gated and entry.kinds == frozenset({"repl"})
     cases = [
         {
             "id": "a",
             "steps": ["import decimal\ndecimal.getcontext().prec = 3\nprint(decimal.Decimal(1) / 7)"],
         },
         {"id": "b", "steps": ["import decimal\nprint(decimal.Decimal(1) / 7)"]},
+        {"id": "c", "steps": ["input()"]},
+        {"id": "d", "steps": ["import pytest"]},
         {
-            "id": "c",
+            "id": "e",
             "steps": ["while True:\n    try:\n        pass\n    except BaseException:\n        pass"],
             "options": {"timeout": 0.3},
         },
     ]
-    payload = "".join(json.dumps(c) + "\n" for c in cases)
-    done = subprocess.run(
-        [sys.executable, "-I", reference.__file__], input=payload, capture_output=True, text=True, timeout=120
+    adapter = make_adapter("cpython-reference", step_limit=3, case_limit=30)
+    try:
+        info = adapter.start()
+        results = [o["result"] for o in adapter.run_many("repl", cases)]
+    finally:
+        adapter.stop()
+    assert info["implementation"] == "cpython-reference" and info["python"] == platform.python_version()
+    assert results[0]["steps"][0]["output"] == "0.143"
+    assert results[1]["steps"][0]["output"] == "0.1428571428571428571428571429"
+    assert "EOFError" in results[2]["steps"][0]["error"]["message"]
+    assert "ModuleNotFoundError: No module named 'pytest'" in results[3]["steps"][0]["error"]["message"]
+    assert results[4]["steps"][-1] == {"hang": True} or results[4]["steps"][0]["error"]["type"] == (
+        "REPLTimeoutError"
     )
-    results = {r["id"]: r["expected"] for r in map(json.loads, done.stdout.split("\n")[:-1])}
-    assert results["a"]["steps"][0]["output"] == "0.143"
-    assert results["b"]["steps"][0]["output"] == "0.1428571428571428571428571429"
-    steps = results["c"]["steps"]  # the alarm repeats until it lands outside the handler, or a kill
-    assert results["c"].get("hang") is True or steps[0]["error"]["type"] == "REPLTimeoutError"
+
+
+def _reference_set(tmp_path: Path, lines: list[dict[str, Any]], rules: str) -> FixtureSet:
+    version = f"{sys.version_info[0]}.{sys.version_info[1]}"
+    tmp_path.mkdir()
+    (tmp_path / f"repl.cpython{version}.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines))
+    (tmp_path / "restrictions.toml").write_text(rules)
+    return oracle.reference_fixture_set(tmp_path)
+
+
+def _gated(fixtures: FixtureSet, reference: FixtureSet) -> Any:
+    """A REPL-only conformance run of profile fixed (inline) with ``reference`` as CPython oracle."""
+    adapters = [ProfileAdapter("fixed", isolation="inline")]
+    return run_conformance(adapters, fixtures, kinds=["repl"], reference=reference, progress_enabled=False)
+
+
+def test_conformance_run_gates_fixed_against_the_cpython_oracle(tmp_path: Path) -> None:
+    """The runner adds ``rlm_compat-fixed vs CPython``; a registered restriction is ≈, an
+    unregistered difference fails the run, and the report shows both oracles."""
+    upstream = tmp_path / "up"
+    upstream.mkdir()
+    same = _item("repl.t.same", "print(1 + 1)", [{"output": "2", "env": {}}])
+    opened = _item(
+        "repl.t.open", "open('x')", [{"error": {"type": "REPLError", "message": "No such file"}, "env": {}}]
+    )
+    write_jsonl(upstream / f"repl.py{sys.version_info[0]}.{sys.version_info[1]}.jsonl", [same, opened])
+    (upstream / "PROVENANCE.json").write_text("{}")
+    (upstream / "deviations.toml").write_text("")
+    fixtures = FixtureSet.open(upstream)
+    rule = _OPEN_RULE.replace('"t.open"', '"repl.t.open"')
+    good = _reference_set(tmp_path / "ok", [same, opened], rule)
+    report = _gated(fixtures, good)
+    runs = {r.name: r for r in report.implementations}
+    gated = runs["rlm_compat-fixed-inline vs CPython"]
+    assert gated.oracle == "cpython" and gated.gated
+    assert {r.id: r.status for r in gated.results} == {"repl.t.same": "pass", "repl.t.open": "deviation"}
+    assert not report.restriction_problems
+    text = render_markdown(report)
+    assert "## The CPython oracle" in text and 'id="restriction-1"' in text and "[R1](#restriction-1)" in text
+    assert json.loads(render_json(report))["restrictions"][0]["reason"] == "security"
+
+    unregistered = _reference_set(tmp_path / "bad", [same, opened], "")
+    report = _gated(fixtures, unregistered)
+    assert report.failed
+    assert "UNEXPLAINED: rlm_compat-fixed-inline vs CPython: repl.t.open" in render_summary(report)
+
+    stale = _reference_set(
+        tmp_path / "stale", [same, opened], rule + rule.replace('"repl.t.open"', '"repl.t.gone"')
+    )
+    report = _gated(fixtures, stale)
+    assert report.failed and report.restriction_problems == ["restriction #2: repl.t.gone"]
+
+
+def test_docs_list_every_restriction_with_its_reason() -> None:
+    """docs/deviations.md's table has one row per restrictions.toml entry, in order, same reason."""
+    import re
+
+    text = (ROOT / "docs" / "deviations.md").read_text(encoding="utf-8")
+    section = text.split("## Profile fixed against CPython", 1)[1]
+    rows = re.findall(r"^\| R(\d+) \| (\w+) \|", section, flags=re.MULTILINE)
+    restrictions = oracle.load_restrictions(REF_DIR / "restrictions.toml")
+    assert [int(n) for n, _ in rows] == list(range(1, len(restrictions) + 1)), (
+        "docs/deviations.md must list R1..Rn, one per [[restriction]] of restrictions.toml"
+    )
+    assert [reason for _, reason in rows] == [r.reason for r in restrictions]

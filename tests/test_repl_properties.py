@@ -266,6 +266,7 @@ def _statement(draw: st.DrawFn, sc: _Scope) -> str:
                 "stdlib",
                 "stdlib",
                 "class_dunder",
+                "class_protocols",
                 "dataclass",
                 "match",
                 "introspect",
@@ -350,7 +351,7 @@ def _statement(draw: st.DrawFn, sc: _Scope) -> str:
         return f"print(f'{{{pick('str')}!r:>8}}|{{{pick('int')}:+d}}|{{len({pick('list')})}}')"
     if rule == "for":
         return f"for v in {pick('list')}:\n    {pick('int')} += v"
-    if rule in ("stdlib", "class_dunder", "dataclass", "match", "introspect"):
+    if rule in ("stdlib", "class_dunder", "class_protocols", "dataclass", "match", "introspect"):
         return _issue11_statement(draw, sc, rule, pick)
     value = draw(_int_expr(sc))
     name, other = _target(draw, sc, "int"), sc.fresh("int")
@@ -391,6 +392,38 @@ def _issue11_statement(draw: st.DrawFn, sc: _Scope, rule: str, pick: Any) -> str
                 "from datetime import datetime\n{T} = datetime.strptime('2024-03-' + str(1 + <I> % 28), '%Y-%m-%d').day",
             ),
             ("str", "from pprint import pformat\n{T} = pformat(<XS>, width=12)"),
+            ("str", "from datetime import date\n{T} = f'{date(2024, 1 + <I> % 12, 1):%Y-%m %a}'"),
+            ("int", "from datetime import date\n{T} = date(2024, 2, 1 + <I> % 28).timetuple().tm_yday"),
+            (
+                "str",
+                "from decimal import Decimal, localcontext\nwith localcontext() as ctx:\n"
+                "    ctx.prec = 4\n    {T} = str(Decimal(<I>) / 7)\ndel ctx",
+            ),
+            (
+                "str",
+                "from decimal import Decimal, ROUND_HALF_UP\n{T} = str(Decimal(<I>).scaleb(-2).quantize(Decimal('0.1'), rounding=ROUND_HALF_UP))",
+            ),
+            ("str", "from hashlib import md5\n{T} = md5(<S>.encode()).hexdigest()[:8]"),
+            (
+                "list",
+                "from operator import attrgetter, methodcaller\n{T} = [methodcaller('upper')(<S>), attrgetter('real')(<I>)]\ndel attrgetter, methodcaller",
+            ),
+            (
+                "list",
+                "from collections import namedtuple\nP = namedtuple('P', 'x y')\n{T} = list(P(<I>, 2)._replace(y=3))\ndel P, namedtuple",
+            ),
+            (
+                "str",
+                "from csv import writer\nfrom io import StringIO\nbuf = StringIO()\nwriter(buf).writerow(<XS> + [<S>])\n{T} = buf.getvalue()\ndel buf",
+            ),
+            ("str", "from textwrap import shorten\n{T} = shorten(<S> * 3 + ' end', width=12)"),
+            ("int", "from statistics import median\n{T} = int(median(<XS> + [<I>]))"),
+            ("str", "from string import Template\n{T} = Template('$a-$b').substitute(a=<S>, b=<I>)"),
+            (
+                "list",
+                "from typing import List, Optional\ndef f(v: Optional[int] = None) -> List[int]:\n    return [v or 0]\n{T} = f(<I>)\ndel f",
+            ),
+            ("str", "from json import dumps\n{T} = dumps({'k': <XS>, 'a': <S>}, sort_keys=True)"),
         ]
         kind, template = draw(st.sampled_from(options))
         code = template.replace("<XS>", xs).replace("<S>", s).replace("<I>", i)
@@ -410,6 +443,25 @@ def _issue11_statement(draw: st.DrawFn, sc: _Scope, rule: str, pick: Any) -> str
             f"{n} = len({name}({i})) + len({{{name}(1), {name}(1)}}) + sum({name}({i}))\n"
             f"print(sorted([{name}(2), {name}({i})]), type({name}(0)).__name__, hasattr({name}(0), '__len__'))\n"
             f"del {name}"
+        )
+    if rule == "class_protocols":
+        n = pick("int")
+        return (
+            f"class {name}Base:\n    kinds = []\n"
+            f"    def __init_subclass__(cls, **kw):\n        super().__init_subclass__(**kw)\n"
+            f"        {name}Base.kinds.append(cls.__name__)\n"
+            f"class {name}({name}Base):\n    'A box.'\n"
+            f"    def __init__(self, items):\n        self.items = list(items)\n        self.log = []\n"
+            f"    def __str__(self):\n        return '<' + ','.join(map(str, self.items)) + '>'\n"
+            f"    def __getitem__(self, k):\n        return self.items[k]\n"
+            f"    def __contains__(self, v):\n        return v in self.items\n"
+            f"    def __call__(self, v):\n        return v * 2\n"
+            f"    def __enter__(self):\n        self.log.append('in')\n        return self\n"
+            f"    def __exit__(self, *exc):\n        self.log.append('out')\n        return False\n"
+            f"with {name}({xs}) as box:\n    {n} = box({i}) + len(box.items)\n"
+            f"print(str(box), box[:1], {i} in box, box.log, {name}.__qualname__, {name}.__doc__, "
+            f"{name}Base.kinds, hasattr(box, '__getitem__'))\n"
+            f"del {name}, {name}Base, box"
         )
     if rule == "dataclass":
         return (

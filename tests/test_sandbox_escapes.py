@@ -56,7 +56,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from escape_corpus import BY_ID, CATEGORIES, CORPUS, EscapeCase
+from escape_corpus import _ISSUE11, BY_ID, CATEGORIES, CORPUS, EscapeCase
 
 from rlm_compat.errors import REPLError, REPLTimeoutError
 from rlm_compat.repl import REPLExecutor
@@ -770,6 +770,30 @@ def test_escape_contained(
         f"[{profile}] {case.id}: sandboxed code wrote to the real stdout: {leaked.out[:300]!r}"
     )
     assert _HOST_SECRET not in leaked.err
+
+
+_ISSUE11_INLINE = [c for c in _ISSUE11 if c.bound is None]
+
+
+@pytest.mark.parametrize("profile", PROFILES)
+@pytest.mark.parametrize("case", _ISSUE11_INLINE, ids=[c.id for c in _ISSUE11_INLINE])
+def test_issue11_escape_contained_in_process_isolation(
+    case: EscapeCase, profile: str, in_tmp_cwd: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 11's cases (the new modules and special names) in a worker process too, both profiles:
+    the worker's guards refuse them as the inline ones do, and the host is untouched."""
+    capsys.readouterr()
+    saved = _save_host()
+    try:
+        report = _run_bounded(
+            lambda: run_case(case, profile, timeout=INLINE_TIMEOUT, isolation="process"),
+            INLINE_TIMEOUT + 2 * LOAD_SLACK,
+        )
+    finally:
+        _restore_host(saved)
+    assert report.outcome != "unsupported", report.message
+    check_report(case, report)
+    assert capsys.readouterr().out == ""
 
 
 def _run_child(case: EscapeCase, profile: str, cwd: Path) -> tuple[Report, str]:

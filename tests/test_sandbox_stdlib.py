@@ -120,6 +120,9 @@ WHY_SNIPPETS = {
     "misc_modules": "import unicodedata, difflib, base64, copy, html\nfrom urllib.parse import urlparse, quote\n"
     "print(unicodedata.name('a'), difflib.get_close_matches('appel', ['apple', 'ape']), base64.b64encode(b'hi'))\n"
     "print(copy.deepcopy([1, [2]]), html.escape('<a>'), urlparse('http://x.com/p?q=1').netloc, quote('a b'))",
+    "namedtuple_api": "from collections import namedtuple\nfrom urllib.parse import urlparse\nP = namedtuple('P', 'x y')\n"
+    "p = P(1, 2)\nprint(p._replace(y=3), p._asdict(), P._fields, P._make([5, 6]), P._field_defaults)\n"
+    "print(urlparse('http://a/b')._replace(path='/c').geturl())",
     "pprint": "import pprint\npprint.pprint({'b': [1, 2], 'a': 1})\npprint.pp([1])",
     "urllib_dotted": "import urllib.parse\nprint(urllib.parse.urlencode({'a': 1}))",
     "match_patterns": "def g(x):\n    match x:\n        case {'type': 'pt', 'xy': [a, b]}:\n            return a + b\n"

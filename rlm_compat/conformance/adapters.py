@@ -51,6 +51,9 @@ class Adapter:
     ``kinds`` limits what is sent (None: whatever the handshake lists); ``skip_reasons`` say why
     a kind is not run; ``prompt_version`` skips loop cases recorded from another checkout.
     ``profile`` is the rlm_compat profile whose deviations.toml entries apply (None: none do).
+    ``oracle`` is the fixture set it is judged against (``upstream`` or ``cpython``, see
+    :class:`~.implementations.Implementation`); ``runs_escapes`` sends it the escape inputs
+    although it has no sandbox (the CPython reference, whose recording they are).
     """
 
     def __init__(
@@ -64,6 +67,8 @@ class Adapter:
         kinds: frozenset[str] | None = None,
         skip_reasons: Mapping[str, str] | None = None,
         prompt_version: str | None = None,
+        oracle: str = "upstream",
+        runs_escapes: bool = False,
     ) -> None:
         if not sessions:
             raise ValueError(f"{name}: an adapter needs at least one session")
@@ -76,6 +81,9 @@ class Adapter:
         self._allowed = kinds
         self.skip_reasons = dict(skip_reasons or {})
         self.prompt_version = prompt_version
+        self.oracle = oracle
+        self.runs_escapes = runs_escapes
+        self.isolation: str | None = None
         self.kinds: frozenset[str] = frozenset()
         self.sandboxed = False
         self.info: dict[str, Any] = {}
@@ -150,7 +158,7 @@ class Adapter:
         wanted = case.get("options", {}).get("prompt_version")
         if kind == "loop" and self.prompt_version and wanted != self.prompt_version:
             return f"recorded from the {wanted} checkout; {self.name} is {self.prompt_version}"
-        if kind == "repl" and not self.sandboxed:
+        if kind == "repl" and not (self.sandboxed or self.runs_escapes):
             unsafe = unsafe_step(case)
             if unsafe:
                 return f"no sandbox in {self.name}; not run: {unsafe}"
@@ -240,3 +248,4 @@ class ProfileAdapter(Adapter):
             gated=True,
             profile=resolved.name if resolved.name in ("upstream", "fixed") else None,
         )
+        self.isolation = isolation

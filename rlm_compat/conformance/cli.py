@@ -76,8 +76,10 @@ def add_conformance_parser(subparsers: Any) -> None:
         help="run the recorded upstream fixtures against rlm_compat (and other implementations)",
         description=(
             "Compare implementations with recorded ysz/recursive-llm 2fb46cc behaviour, case by "
-            "case. Default: both rlm_compat profiles. Needs no network and no API key. Exits 1 on "
-            "any unexplained difference, unexpected pass or error of a gated implementation."
+            "case, and profile fixed also with recorded plain CPython (the second oracle: every "
+            "difference a registered restriction). Default: both rlm_compat profiles. Needs no "
+            "network and no API key. Exits 1 on any unexplained difference, unexpected pass or "
+            "error of a gated implementation, against either oracle."
         ),
     )
     p.add_argument(
@@ -103,6 +105,19 @@ def add_conformance_parser(subparsers: Any) -> None:
         default=None,
         metavar="DIR",
         help="fixtures directory (default: the shipped fixtures)",
+    )
+    p.add_argument(
+        "--reference",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help="CPython oracle: reference recordings and restrictions.toml that profile fixed is also "
+        "gated against (default: the shipped reference_fixtures/, unless --fixtures is given)",
+    )
+    p.add_argument(
+        "--no-cpython-oracle",
+        action="store_true",
+        help="judge profile fixed against the upstream fixtures only (skip the CPython oracle)",
     )
     p.add_argument(
         "--kind",
@@ -197,6 +212,7 @@ def _record(args: argparse.Namespace) -> int:
 def _conformance(args: argparse.Namespace) -> int:
     from .fixtures import FixtureSet
     from .implementations import parse_impl
+    from .oracle import reference_fixture_set
     from .report import render_json, render_markdown, render_summary
     from .runner import KIND_ORDER, run_conformance
 
@@ -213,10 +229,14 @@ def _conformance(args: argparse.Namespace) -> int:
         for entry, target in entries
     ]
     fixtures = FixtureSet.open(args.fixtures)
+    reference = None
+    if not args.no_cpython_oracle and (args.reference is not None or args.fixtures is None):
+        reference = reference_fixture_set(args.reference)
     patterns = args.cases or ["*"]
     report = run_conformance(
         adapters,
         fixtures,
+        reference=reference,
         kinds=[k for k in KIND_ORDER if k in (args.kind or KIND_ORDER)],
         selector=lambda case_id: any(fnmatch.fnmatchcase(case_id, p) for p in patterns),
         progress_enabled=False if args.quiet else None,

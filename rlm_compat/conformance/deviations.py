@@ -5,15 +5,17 @@ Each entry names cases (ids or globs), the rlm_compat profile it applies to, a k
     [[deviation]]
     cases = ["repl.hang.*"]
     profile = "upstream"            # or "fixed", or a list of both
-    kind = "safety"                 # "fix" | "safety" | "runtime-difference"
+    kind = "safety"                 # "fix" | "safety" | "runtime-difference" | "cosmetic"
     reason = "upstream never enforces its timeout; every profile stops the code after `timeout`"
     pythons = ["3.12"]              # optional: only on these Python versions
     expected = { steps = [...] }    # optional, single case only: the exact result required
 
 The registry is strict, so it can never rot into a list of excuses:
 
-* profile ``upstream`` may only carry ``safety`` and ``runtime-difference`` entries: a behaviour
-  that merely differs from upstream there is a bug, not a deviation;
+* profile ``upstream`` may only carry ``safety``, ``runtime-difference`` and ``cosmetic`` entries
+  (``cosmetic``: how the sandbox's own objects display, e.g. the print function and the module
+  proxies, which are not upstream's objects): a behaviour that merely differs from upstream there
+  is a bug, not a deviation;
 * an entry's reason must be a sentence a reader understands (not empty, not just the kind);
 * every entry must match at least one recorded case, and no case may match two entries of the
   same profile;
@@ -47,9 +49,9 @@ __all__ = [
     "Registry",
 ]
 
-DEVIATION_KINDS = ("fix", "safety", "runtime-difference")
+DEVIATION_KINDS = ("fix", "safety", "runtime-difference", "cosmetic")
 PROFILE_KINDS: Mapping[str, tuple[str, ...]] = {
-    "upstream": ("safety", "runtime-difference"),
+    "upstream": ("safety", "runtime-difference", "cosmetic"),
     "fixed": DEVIATION_KINDS,
 }
 _KEYS = {"cases", "profile", "kind", "reason", "expected", "pythons"}

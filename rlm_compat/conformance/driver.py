@@ -51,10 +51,15 @@ Event = dict[str, Any]
 Emit = Callable[[Event], None]
 
 
-def _load_values() -> Any:
-    """values.py, loaded by path (no package is importable in the implementation's venv)."""
-    path = Path(__file__).with_name("values.py")
-    spec = importlib.util.spec_from_file_location("_rlm_conformance_values", path)
+def load_sibling(relative: str) -> Any:
+    """A module of rlm_compat loaded by path, relative to this file (nothing of the package is
+    importable in an implementation's venv). It is registered as ``_rlm_conformance_<stem>`` in
+    ``sys.modules``, the name a by-path module imports its by-path siblings under."""
+    path = (Path(__file__).parent / relative).resolve()
+    name = f"_rlm_conformance_{path.stem}"
+    if name in sys.modules:
+        return sys.modules[name]
+    spec = importlib.util.spec_from_file_location(name, path)
     if spec is None or spec.loader is None:
         raise RuntimeError(f"cannot load {path}")
     module = importlib.util.module_from_spec(spec)
@@ -69,7 +74,7 @@ if __package__:  # imported by rlm_compat's own adapters
 
     values = _package_values
 else:  # run as a script (or re-imported by a multiprocessing spawn child)
-    values = _load_values()
+    values = load_sibling("values.py")
 
 
 def error_of(exc: BaseException, *, isa: bool = False) -> dict[str, Any]:
@@ -404,10 +409,56 @@ def _rlms_exception(stderr: str) -> dict[str, str] | None:
     return {"type": "stderr", "message": values.normalize_text(stderr.strip())}
 
 
+class ReferenceBackend(_ImportedBackend):
+    """Plain CPython, the reference executor of profile fixed (``reference.py``; REPL cases only).
+
+    ``paths`` are ignored and site-packages leave ``sys.path``: it stands for the interpreter
+    and its standard library, so a recording must not depend on what else a venv holds (``import
+    numpy`` fails as on a bare CPython). Each case runs in the forked child with stdin at
+    /dev/null, so a case's ``input()`` reads nothing of the protocol.
+    """
+
+    kinds = frozenset({"repl"})
+    implementation = "cpython-reference"
+
+    def __init__(self, paths: list[str], label: str) -> None:
+        super().__init__([], label)
+        sys.path[:] = [
+            p for p in sys.path if not p.rstrip(os.sep).endswith(("site-packages", "dist-packages"))
+        ]
+        if __package__:
+            from . import reference
+        else:
+            load_sibling("../sandbox/fences.py")
+            reference = load_sibling("reference.py")
+        self.reference = reference
+
+    def info(self) -> dict[str, Any]:
+        here = Path(__file__).parent
+        return {
+            "implementation": self.implementation,
+            "version": platform.python_version(),
+            "sandbox": False,
+            "compare": "exact",
+            "files": {
+                name: hashlib.sha256((here / name).read_bytes()).hexdigest()
+                for name in ("reference.py", "values.py", "../sandbox/fences.py")
+            },
+        }
+
+    def repl(self, case: dict[str, Any], emit: Emit) -> None:
+        devnull = os.open(os.devnull, os.O_RDONLY)
+        os.dup2(devnull, 0)
+        os.close(devnull)
+        sys.stdin = open(os.devnull, encoding="utf-8")  # noqa: SIM115 - the child's whole life
+        self.reference.run_case(case, emit)
+
+
 BACKENDS: dict[str, type[_ImportedBackend]] = {
     "ysz": YszBackend,
     "recursive-llm-0.5": RecursiveLLM050Backend,
     "rlms": RlmsBackend,
+    "cpython-reference": ReferenceBackend,
 }
 """What ``--backend NAME`` loads in script mode (the registry's entries name these)."""
 

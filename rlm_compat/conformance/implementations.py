@@ -11,6 +11,7 @@ own handshake then says which kinds it runs and how it wants to be compared.
 from __future__ import annotations
 
 import shlex
+import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -37,6 +38,12 @@ class Implementation:
     ysz/recursive-llm checkout's ``src`` first on ``sys.path``) or ``command`` (a third-party
     command speaking the protocol). ``kinds`` None means: what the handshake lists. ``unavailable``
     names why it cannot run on this kind of machine; asking for it is then a clear error.
+    ``oracle`` names the fixture set its results are judged against: ``upstream``
+    (``upstream_fixtures/``, what ysz/recursive-llm 2fb46cc did) or ``cpython``
+    (``reference_fixtures/``, what plain CPython does). ``any_python``: it needs nothing but an
+    interpreter, so without ``NAME=PYTHON`` it runs under this one. ``runs_escapes``: it has no
+    sandbox, yet runs the escape inputs (they are written to read, never to write or delete:
+    see inputs/repl/escapes.toml), because what plain Python does with them is its recording.
     """
 
     name: str
@@ -53,6 +60,9 @@ class Implementation:
     unavailable: str = ""
     workers: int = 2
     command: tuple[str, ...] = ()
+    oracle: str = "upstream"
+    any_python: bool = False
+    runs_escapes: bool = False
 
     @classmethod
     def external(cls, name: str, command: str) -> Implementation:
@@ -85,6 +95,8 @@ class Implementation:
             kinds=self.kinds,
             skip_reasons=self.skip_reasons,
             prompt_version=self.prompt_version,
+            oracle=self.oracle,
+            runs_escapes=self.runs_escapes,
         )
 
     def _session(
@@ -93,6 +105,8 @@ class Implementation:
         if self.start == "command":
             connection = PipeConnection(self.command)
             return Session(connection, name=self.name, step_limit=step_limit, case_limit=case_limit)
+        if target is None and self.any_python:
+            target = sys.executable
         if target is None:
             raise ConfigurationError(
                 f"{self.name} runs in its own venv: give it as {self.name}=/path/to/python"
@@ -162,6 +176,26 @@ REGISTRY: dict[str, Implementation] = {
         ),
         _pypi_peer("rlms-0.1.1", "rlms 0.1.1 (alexzhang13/rlm)", "rlms", "rlms011", "rlms==0.1.1"),
         Implementation(
+            "cpython-reference",
+            "plain CPython: the reference executor of profile fixed (driver)",
+            "python",
+            backend="cpython-reference",
+            kinds=frozenset({"repl"}),
+            skip_reasons={
+                "parser": "plain Python has no parser: the CPython oracle covers REPL inputs only",
+                "loop": "plain Python has no model loop: the CPython oracle covers REPL inputs only",
+            },
+            gated=True,
+            oracle="cpython",
+            any_python=True,
+            runs_escapes=True,
+            setup=(
+                "# reference fixtures (maintainers; interpreter paths, not pyenv shims): "
+                "python -m rlm_compat.conformance.oracle record --python /path/to/python3.10 "
+                "--python /path/to/python3.11 --python /path/to/python3.12 --python /path/to/python3.13",
+            ),
+        ),
+        Implementation(
             "dspy-rlm",
             "dspy.RLM (dspy 3.4), its interpreter a Deno + Pyodide sandbox",
             "python",
@@ -176,7 +210,7 @@ REGISTRY: dict[str, Implementation] = {
         ),
     )
 }
-ALIASES = {"upstream": "rlm_compat-upstream", "fixed": "rlm_compat-fixed"}
+ALIASES = {"upstream": "rlm_compat-upstream", "fixed": "rlm_compat-fixed", "cpython": "cpython-reference"}
 
 
 def parse_impl(spec: str) -> tuple[Implementation, str | None]:

@@ -22,15 +22,15 @@ import hashlib
 import json
 import platform
 import re
-import subprocess
 import sys
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..errors import ConfigurationError
+from ..errors import ConfigurationError, RLMError
 from . import inputs, values
+from .fixtures import FixtureSet
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -42,16 +42,19 @@ __all__ = [
     "GateReport",
     "OracleError",
     "Restriction",
+    "Verdict",
     "default_reference_dir",
     "gate",
+    "judge",
     "load_reference",
     "load_restrictions",
     "record",
+    "reference_fixture_set",
     "run_fixed",
+    "source_hashes",
 ]
 
 REASONS = ("security", "resource")
-_REFERENCE = Path(__file__).with_name("reference.py")
 
 
 class OracleError(ConfigurationError):
@@ -76,67 +79,96 @@ def _python_tag(version: Sequence[int]) -> str:
 # --- recording -----------------------------------------------------------------------------------
 
 
-def _interpreter_version(python: str) -> tuple[int, int, str]:
-    out = subprocess.run(
-        [
-            python,
-            "-c",
-            "import sys, platform; v = sys.version_info; print(v[0], v[1], platform.python_version())",
-        ],
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout.split()
-    return int(out[0]), int(out[1]), out[2]
+_STEP_LIMIT = 10.0  # seconds without a step before a case is killed as a hang (timeouts are <= 5 s)
+_CASE_LIMIT = 300.0
 
 
 def _sha256(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
+def source_hashes() -> dict[str, str]:
+    """sha256 of what produces a recording: the executor, the driver serving it, its codecs."""
+    here = Path(__file__).parent
+    files = {
+        "reference_sha256": here / "reference.py",
+        "driver_sha256": here / "driver.py",
+        "values_sha256": here / "values.py",
+        "fences_sha256": here.parent / "sandbox" / "fences.py",
+    }
+    return {key: _sha256(path) for key, path in files.items()}
+
+
+def _expected(outcome: dict[str, Any]) -> dict[str, Any]:
+    """A recorded reference outcome: its steps, or the steps before a crash and the crash."""
+    if "result" in outcome:
+        result: dict[str, Any] = outcome["result"]
+        return result
+    if "failure" in outcome:
+        return {"steps": outcome.get("partial", {}).get("steps", []), "crash": outcome["failure"]}
+    raise OracleError(f"the reference executor skipped a case: {outcome.get('skip')}")
+
+
 def record(pythons: Iterable[str], out_dir: Path, *, log: Callable[[str], None] = print) -> dict[str, Any]:
-    """Record every REPL input under the reference executor on each interpreter in ``pythons``."""
+    """Record every REPL input under the registered ``cpython-reference`` on each interpreter.
+
+    It runs as every other implementation does (``driver.py --backend cpython-reference`` behind
+    the protocol), each case in a forked child, so a recording is what a conformance run of
+    ``--impl cpython-reference=PYTHON`` reproduces.
+    """
+    from .implementations import REGISTRY
+
     cases = inputs.load_repl_cases()
-    payload = "".join(json.dumps(c.as_input()) + "\n" for c in cases)
     out_dir.mkdir(parents=True, exist_ok=True)
     provenance: dict[str, Any] = {
-        "format": 1,
+        "format": 2,
         "oracle": "CPython reference executor (rlm_compat/conformance/reference.py)",
-        "reference_sha256": _sha256(_REFERENCE),
-        "values_sha256": _sha256(_REFERENCE.with_name("values.py")),
+        "implementation": "cpython-reference (driver.py --backend cpython-reference)",
+        **source_hashes(),
         "inputs": {str(p.relative_to(p.parents[2])): _sha256(p) for p in sorted(inputs.input_files("repl"))},
         "recorded": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
         "machine": platform.machine(),
+        "step_limit": _STEP_LIMIT,
         "fixtures": {},
     }
-    by_id = {c.id: c for c in cases}
     for python in pythons:
-        major, minor, full = _interpreter_version(python)
-        log(f"recording {len(cases)} REPL cases under CPython {full} ({python})")
-        done = subprocess.run(
-            [python, "-I", str(_REFERENCE)], input=payload, capture_output=True, text=True, check=False
-        )
-        if done.returncode != 0:
-            raise OracleError(f"the reference executor failed under {python}: {done.stderr[-2000:]}")
-        lines = []
-        for line in filter(None, done.stdout.split("\n")):
-            result = json.loads(line)
-            lines.append(
-                {"id": result["id"], "input": by_id[result["id"]].as_input(), "expected": result["expected"]}
-            )
+        entry = REGISTRY["cpython-reference"]
+        adapter = entry.adapter(python, step_limit=_STEP_LIMIT, case_limit=_CASE_LIMIT)
+        try:
+            info = adapter.start()
+            log(f"recording {len(cases)} REPL cases under CPython {info['python']} ({python})")
+            outcomes = adapter.run_many("repl", [c.as_input() for c in cases])
+        except RLMError as exc:
+            raise OracleError(f"the reference executor failed under {python}: {exc}") from None
+        finally:
+            adapter.stop()
+        lines: list[dict[str, Any]] = [
+            {"id": case.id, "input": case.as_input(), "expected": _expected(outcome)}
+            for case, outcome in zip(cases, outcomes, strict=True)
+        ]
         lines.sort(key=lambda x: x["id"])
+        major, minor = (int(n) for n in str(info["python"]).split(".")[:2])
         name = f"repl.{_python_tag((major, minor))}.jsonl"
         text = "".join(json.dumps(x, ensure_ascii=False, sort_keys=True) + "\n" for x in lines)
         (out_dir / name).write_text(text, encoding="utf-8")
         provenance["fixtures"][name] = {
             "cases": len(lines),
-            "python": full,
+            "python": info["python"],
             "sha256": hashlib.sha256(text.encode("utf-8")).hexdigest(),
         }
     (out_dir / "PROVENANCE.json").write_text(
         json.dumps(provenance, indent=2, sort_keys=True) + "\n", encoding="utf-8"
     )
     return provenance
+
+
+def reference_fixture_set(ref_dir: Path | None = None) -> FixtureSet:
+    """The reference recordings as a :class:`~.fixtures.FixtureSet` (REPL files by Python)."""
+    ref_dir = ref_dir or default_reference_dir()
+    found = FixtureSet(ref_dir)
+    for path in sorted(ref_dir.glob("repl.cpython*.jsonl")):
+        found.files.setdefault("repl", {})[path.name[len("repl.cpython") : -len(".jsonl")]] = path
+    return found
 
 
 def load_reference(
@@ -241,8 +273,9 @@ def load_restrictions(path: Path | None = None) -> list[Restriction]:
 # --- running fixed and comparing -----------------------------------------------------------------
 
 
-def run_fixed(case: dict[str, Any], isolation: str = "inline") -> dict[str, Any]:
-    """One case through ``REPLExecutor(profile='fixed')``, recorded like the reference."""
+def run_fixed(case: dict[str, Any], isolation: str | None = "inline") -> dict[str, Any]:
+    """One case through ``REPLExecutor(profile='fixed')``, recorded like the reference
+    (``isolation`` None: the profile's own, a worker process)."""
     from ..errors import REPLError
     from ..repl import REPLExecutor
 
@@ -300,10 +333,12 @@ def _timed_out(step: dict[str, Any]) -> bool:
     )
 
 
+_KILLED = {"error": {"type": "REPLTimeoutError", "message": "(killed: a hang)"}}
+
+
 def _reference_steps(expected: dict[str, Any], count: int) -> list[dict[str, Any] | None]:
-    steps: list[dict[str, Any] | None] = list(expected.get("steps", []))
-    if expected.get("hang") and len(steps) < count:
-        steps.append({"error": {"type": "REPLTimeoutError", "message": "(killed: a hang)"}})
+    """The recorded steps, a hang (killed by the driver: ``{"hang": true}``) read as a timeout."""
+    steps: list[dict[str, Any] | None] = [_KILLED if s.get("hang") else s for s in expected.get("steps", [])]
     while len(steps) < count:
         steps.append(None)
     return steps
@@ -313,7 +348,7 @@ def first_difference(
     fixed: dict[str, Any], expected: dict[str, Any]
 ) -> tuple[int, dict[str, Any], Any] | None:
     """``(step index, fixed's step, the reference's step)`` of the first differing step, or None."""
-    ours = fixed["steps"]
+    ours = [_KILLED if step.get("hang") else step for step in fixed["steps"]]
     for i, (mine, ref) in enumerate(zip(ours, _reference_steps(expected, len(ours)), strict=True)):
         if ref is None:
             return i, mine, None
@@ -330,21 +365,61 @@ def first_difference(
     return None
 
 
+VERDICTS = ("pass", "restricted", "unexplained", "wrong-outcome", "unexpected-pass")
+"""A case's verdict: the last three fail the gate."""
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """One case against the reference: its verdict, the first difference, the restriction used."""
+
+    case_id: str
+    verdict: str
+    detail: str = ""
+    restriction: int | None = None  # 1-based number in restrictions.toml
+
+    @property
+    def failing(self) -> bool:
+        return self.verdict not in ("pass", "restricted")
+
+
 @dataclass
 class GateReport:
-    """The gate's verdict: ``passed``, restricted (registered), and what fails it."""
+    """The gate's verdict per case, and the restriction patterns no case used."""
 
     python: str
-    passed: list[str] = field(default_factory=list)
-    restricted: list[str] = field(default_factory=list)
-    unexplained: list[str] = field(default_factory=list)
-    wrong_outcome: list[str] = field(default_factory=list)
-    unexpected_pass: list[str] = field(default_factory=list)
+    verdicts: list[Verdict] = field(default_factory=list)
     unused_patterns: list[str] = field(default_factory=list)
+
+    def _ids(self, verdict: str) -> list[str]:
+        return [v.case_id for v in self.verdicts if v.verdict == verdict]
+
+    def _details(self, verdict: str) -> list[str]:
+        return [v.detail for v in self.verdicts if v.verdict == verdict]
+
+    @property
+    def passed(self) -> list[str]:
+        return self._ids("pass")
+
+    @property
+    def restricted(self) -> list[str]:
+        return self._ids("restricted")
+
+    @property
+    def unexplained(self) -> list[str]:
+        return self._details("unexplained")
+
+    @property
+    def wrong_outcome(self) -> list[str]:
+        return self._details("wrong-outcome")
+
+    @property
+    def unexpected_pass(self) -> list[str]:
+        return self._details("unexpected-pass")
 
     @property
     def ok(self) -> bool:
-        return not (self.unexplained or self.wrong_outcome or self.unexpected_pass or self.unused_patterns)
+        return not (self.unused_patterns or any(v.failing for v in self.verdicts))
 
     def summary(self) -> str:
         lines = [
@@ -352,14 +427,53 @@ class GateReport:
             f"restrictions, {len(self.unexplained)} unexplained, {len(self.wrong_outcome)} wrong outcome, "
             f"{len(self.unexpected_pass)} unexpected pass, {len(self.unused_patterns)} unused patterns"
         ]
-        for label, items in (
-            ("UNEXPLAINED", self.unexplained),
-            ("WRONG-OUTCOME", self.wrong_outcome),
-            ("UNEXPECTED-PASS", self.unexpected_pass),
-            ("UNUSED-PATTERN", self.unused_patterns),
-        ):
-            lines.extend(f"{label}: {item}" for item in items)
+        lines.extend(f"{v.verdict.upper()}: {v.detail}" for v in self.verdicts if v.failing)
+        lines.extend(f"UNUSED-PATTERN: {item}" for item in self.unused_patterns)
         return "\n".join(lines)
+
+
+def judge(
+    case_id: str,
+    ours: dict[str, Any],
+    expected: dict[str, Any],
+    restrictions: Sequence[Restriction],
+    python: str,
+) -> Verdict:
+    """The verdict on one case: fixed's result ``ours`` against the reference's ``expected``."""
+    diff = first_difference(ours, expected)
+    covering = [n for n, r in enumerate(restrictions) if r.covers(case_id, python)]
+    if diff is None:
+        if covering:
+            return Verdict(
+                case_id,
+                "unexpected-pass",
+                f"{case_id}: fixed now behaves as CPython; drop it from restriction #{covering[0] + 1}",
+                covering[0] + 1,
+            )
+        return Verdict(case_id, "pass")
+    index, mine, ref = diff
+    shown = json.dumps(mine, sort_keys=True)[:300], json.dumps(ref, sort_keys=True)[:300]
+    detail = f"{case_id} step {index + 1}: fixed {shown[0]} / CPython {shown[1]}"
+    if not covering:
+        return Verdict(case_id, "unexplained", detail)
+    for n in covering:
+        if restrictions[n].accepts(mine):
+            return Verdict(case_id, "restricted", detail, n + 1)
+    return Verdict(
+        case_id, "wrong-outcome", f"{detail} (not what restriction #{covering[0] + 1} says)", covering[0] + 1
+    )
+
+
+def unused_patterns(restrictions: Sequence[Restriction], case_ids: Iterable[str], python: str) -> list[str]:
+    """Restriction patterns (applying to ``python``) that match none of ``case_ids``."""
+    ids = list(case_ids)
+    return [
+        f"restriction #{n + 1}: {pattern}"
+        for n, r in enumerate(restrictions)
+        if not r.pythons or python in r.pythons
+        for pattern in r.cases
+        if not any(fnmatch.fnmatchcase(case_id, pattern) for case_id in ids)
+    ]
 
 
 def gate(
@@ -371,35 +485,10 @@ def gate(
     """Compare ``run`` (profile fixed) with the reference on every recorded case."""
     python = python or f"{sys.version_info[0]}.{sys.version_info[1]}"
     report = GateReport(python)
-    used: set[tuple[int, str]] = set()
     for case_id in sorted(reference):
         item = reference[case_id]
-        ours = run(item["input"])
-        diff = first_difference(ours, item["expected"])
-        covering = [(n, r) for n, r in enumerate(restrictions) if r.covers(case_id, python)]
-        for n, r in covering:
-            used.update((n, p) for p in r.cases if fnmatch.fnmatchcase(case_id, p))
-        if diff is None:
-            if covering:
-                report.unexpected_pass.append(
-                    f"{case_id}: fixed now behaves as CPython; drop it from restriction #{covering[0][0] + 1}"
-                )
-            else:
-                report.passed.append(case_id)
-            continue
-        index, mine, ref = diff
-        shown = json.dumps(mine, sort_keys=True)[:300], json.dumps(ref, sort_keys=True)[:300]
-        detail = f"{case_id} step {index + 1}: fixed {shown[0]} / CPython {shown[1]}"
-        if not covering:
-            report.unexplained.append(detail)
-        elif any(r.accepts(mine) for _, r in covering):
-            report.restricted.append(case_id)
-        else:
-            report.wrong_outcome.append(detail)
-    for n, r in enumerate(restrictions):
-        for pattern in r.cases:
-            if (n, pattern) not in used and (not r.pythons or python in r.pythons):
-                report.unused_patterns.append(f"restriction #{n + 1}: {pattern}")
+        report.verdicts.append(judge(case_id, run(item["input"]), item["expected"], restrictions, python))
+    report.unused_patterns = unused_patterns(restrictions, reference, python)
     return report
 
 

@@ -12,6 +12,15 @@ Statuses, per case and implementation:
 
 The run *fails* when a gated implementation (the rlm_compat profiles and the upstream checkout)
 has any ``unexplained``, ``unexpected-pass`` or ``errored`` result.
+
+Two oracles. Every implementation is judged against its own fixture set: ``upstream_fixtures/``
+(what ysz/recursive-llm 2fb46cc did) for all but ``cpython-reference``, which reproduces
+``reference_fixtures/`` (what plain CPython does). And profile fixed is gated against the CPython
+oracle too: its REPL cases run again as ``rlm_compat-fixed vs CPython`` (see
+:mod:`.oracle`), where ``deviation`` means a registered restriction of restrictions.toml
+(``security`` or ``resource``, with the outcome fixed gives instead), and a difference no
+restriction covers, a restricted case now equal to CPython, or another outcome than the one
+registered fails the run.
 """
 
 from __future__ import annotations
@@ -26,6 +35,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from . import compare as _compare
+from . import oracle as _oracle
 from .adapters import Adapter
 from .deviations import Registry
 from .fixtures import DEVIATIONS, FixtureSet, read_jsonl
@@ -73,6 +83,7 @@ class ImplementationRun:
     notes: list[str] = field(default_factory=list)
     results: list[CaseResult] = field(default_factory=list)
     seconds: float = 0.0
+    oracle: str = "upstream"
 
     def counts(self) -> dict[str, int]:
         """How many results have each status (all statuses present, zeros included)."""
@@ -93,10 +104,17 @@ class RunReport:
     registry_problems: list[str]
     fixtures_root: str
     python: str = field(default_factory=platform.python_version)
+    restrictions: list[_oracle.Restriction] = field(default_factory=list)
+    restriction_problems: list[str] = field(default_factory=list)
+    reference_root: str = ""
 
     @property
     def failed(self) -> bool:
-        return bool(self.registry_problems) or any(i.failed for i in self.implementations)
+        return (
+            bool(self.registry_problems)
+            or bool(self.restriction_problems)
+            or any(i.failed for i in self.implementations)
+        )
 
 
 class Progress:
@@ -183,6 +201,12 @@ def classify(
         return CaseResult(case_id, kind, topic, "skipped", str(outcome["skip"]))
     if "failure" in outcome:
         return CaseResult(case_id, kind, topic, "errored", str(outcome["failure"]))
+    if adapter.oracle == "cpython":  # the reference against its own recording: timeouts as the gate
+        first = _oracle.first_difference(outcome["result"], line["expected"])
+        if first is None:
+            return CaseResult(case_id, kind, topic, "pass")
+        index, mine, ref = first
+        return CaseResult(case_id, kind, topic, "unexplained", f"step {index + 1}: {mine} / recorded {ref}")
     difference = _compare.compare(kind, line["expected"], outcome["result"], adapter.mode)
     entry = registry.lookup(case_id, adapter.profile, python) if adapter.profile else None
     if entry is None:
@@ -225,7 +249,7 @@ def _run_one(
     selector: Callable[[str], bool],
     progress: Progress,
 ) -> ImplementationRun:
-    run = ImplementationRun(adapter.name, adapter.gated)
+    run = ImplementationRun(adapter.name, adapter.gated, oracle=adapter.oracle)
     started = time.monotonic()
     try:
         run.info = adapter.start()
@@ -280,6 +304,50 @@ def _batched(
             yield next(answers) if comparable or not line.get("hash_sensitive") else {"skip": _HASH_SKIP}
 
 
+def _gate_fixed(
+    adapter: Adapter,
+    lines: _Lines,
+    restrictions: Sequence[_oracle.Restriction],
+    selector: Callable[[str], bool],
+    progress: Progress,
+) -> ImplementationRun:
+    """Profile fixed's REPL cases against the CPython oracle (the module docstring says how)."""
+    isolation = adapter.isolation
+    run = ImplementationRun(f"{adapter.name} vs CPython", True, oracle="cpython")
+    python = _major_minor(platform.python_version())
+    started = time.monotonic()
+    run.info = {"implementation": "rlm_compat", "version": adapter.info.get("version", "?"), "python": python}
+    for line in lines.for_python("repl", python, run):
+        if not selector(line["id"]):
+            continue
+        progress.advance(label=f"{run.name} {line['id']}")
+        topic = line["input"].get("topic", "")
+        try:
+            ours = _oracle.run_fixed(line["input"], isolation)
+        except Exception as exc:
+            run.results.append(
+                CaseResult(line["id"], "repl", topic, "errored", f"{type(exc).__name__}: {exc}")
+            )
+            continue
+        verdict = _oracle.judge(line["id"], ours, line["expected"], restrictions, python)
+        status = _VERDICT_STATUS[verdict.verdict]
+        kind = restrictions[verdict.restriction - 1].reason if verdict.restriction else None
+        run.results.append(
+            CaseResult(line["id"], "repl", topic, status, verdict.detail, verdict.restriction, kind)
+        )
+    run.seconds = time.monotonic() - started
+    return run
+
+
+_VERDICT_STATUS = {
+    "pass": "pass",
+    "restricted": "deviation",
+    "unexplained": "unexplained",
+    "wrong-outcome": "unexplained",
+    "unexpected-pass": "unexpected-pass",
+}
+
+
 def run_conformance(
     adapters: Sequence[Adapter],
     fixtures: FixtureSet,
@@ -287,16 +355,56 @@ def run_conformance(
     kinds: Sequence[str] = KIND_ORDER,
     selector: Callable[[str], bool] = lambda _: True,
     registry: Registry | None = None,
+    reference: FixtureSet | None = None,
+    restrictions: Sequence[_oracle.Restriction] | None = None,
     progress_stream: TextIO | None = None,
     progress_enabled: bool | None = None,
 ) -> RunReport:
-    """Run every selected fixture case against every adapter, in order."""
+    """Run every selected fixture case against every adapter, in order, each against its oracle.
+
+    ``reference`` (a :func:`~.oracle.reference_fixture_set`) turns the CPython oracle on: profile
+    fixed's REPL cases are then gated against it too, under ``restrictions`` (default: the
+    registry beside the reference recordings). A ``cpython-reference`` adapter is judged against
+    it whether given or not (the shipped recordings by default).
+    """
     registry = registry if registry is not None else Registry.load(fixtures.root / DEVIATIONS)
-    lines = _Lines(fixtures)
+    if reference is None and "repl" in kinds and any(a.oracle == "cpython" for a in adapters):
+        reference = _oracle.reference_fixture_set()
+    oracles = {"upstream": _Lines(fixtures)}
+    gate_fixed: list[_oracle.Restriction] | None = None
+    if reference is not None:
+        oracles["cpython"] = _Lines(reference)
+        if "repl" in kinds and any(a.profile == "fixed" for a in adapters):
+            gate_fixed = list(
+                restrictions
+                if restrictions is not None
+                else _oracle.load_restrictions(reference.root / "restrictions.toml")
+            )
     here = _major_minor(platform.python_version())
-    total = sum(1 for kind in kinds for line in lines.for_python(kind, here) if selector(line["id"]))
+
+    def selected(lines: _Lines, kind_list: Sequence[str]) -> int:
+        return sum(1 for kind in kind_list for line in lines.for_python(kind, here) if selector(line["id"]))
+
+    lines = oracles["upstream"]
+    total = sum(selected(oracles[a.oracle], kinds) for a in adapters)
+    if gate_fixed is not None:
+        total += selected(oracles["cpython"], ["repl"]) * sum(1 for a in adapters if a.profile == "fixed")
     problems = registry.check_against(lines.all_ids(KIND_ORDER)) if set(kinds) == set(KIND_ORDER) else []
-    progress = Progress(total * len(adapters), progress_stream, progress_enabled)
-    runs = [_run_one(a, lines, registry, kinds, selector, progress) for a in adapters]
+    progress = Progress(total, progress_stream, progress_enabled)
+    runs: list[ImplementationRun] = []
+    for adapter in adapters:
+        lines_of = oracles[adapter.oracle]
+        # the CPython oracle records REPL cases only: no note about parser / loop fixtures it never has
+        own = kinds if adapter.oracle == "upstream" else [k for k in kinds if k in lines_of.fixtures.files]
+        runs.append(_run_one(adapter, lines_of, registry, own, selector, progress))
+        if gate_fixed is not None and adapter.profile == "fixed":
+            runs.append(_gate_fixed(adapter, oracles["cpython"], gate_fixed, selector, progress))
     progress.close()
-    return RunReport(runs, registry, problems, str(fixtures.root))
+    report = RunReport(runs, registry, problems, str(fixtures.root))
+    if gate_fixed is not None:
+        report.restrictions = gate_fixed
+        report.reference_root = str(oracles["cpython"].fixtures.root)
+        report.restriction_problems = _oracle.unused_patterns(
+            gate_fixed, oracles["cpython"].all_ids(["repl"]), here
+        )
+    return report

@@ -352,6 +352,19 @@ def _own(obj: Any, name: str) -> bool:
     return _sandbox_defined(cls, name)
 
 
+_NAMEDTUPLE_API = frozenset({"_replace", "_asdict", "_fields", "_field_defaults", "_make"})
+"""A namedtuple's public API: underscored only so as not to clash with field names."""
+
+
+def _is_namedtuple(obj: Any) -> bool:
+    """A namedtuple class or instance (a tuple subclass whose ``_fields`` is a tuple of str)."""
+    cls = obj if isinstance(obj, builtins.type) else builtins.type(obj)
+    if not issubclass(cls, tuple) or cls is tuple:
+        return False
+    fields = getattr(cls, "_fields", None)
+    return type(fields) is tuple and all(type(f) is str for f in fields)
+
+
 def _super_own(obj: builtins.super, name: str) -> bool:
     """``super().name`` inside a sandboxed class: bound to its own instance (``__init__``...)."""
     start = getattr(obj, "__thisclass__", None)
@@ -401,7 +414,7 @@ def special_getattr(obj: Any, name: str) -> Any:
         obj = _proxy_for_module(obj)
     dunder = name.startswith("__") and name.endswith("__") and len(name) > 4
     if not dunder:
-        if _own(obj, name):
+        if _own(obj, name) or (name in _NAMEDTUPLE_API and _is_namedtuple(obj)):
             return getattr(obj, name)
         raise ForbiddenAttributeError(
             f'"{name}" is an invalid attribute name because it starts with "_" '

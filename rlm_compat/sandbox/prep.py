@@ -20,9 +20,7 @@ import ast
 import dataclasses
 import functools
 import itertools
-import re
 import sys
-import textwrap
 import threading
 from collections import OrderedDict
 from types import CodeType
@@ -35,6 +33,7 @@ from RestrictedPython.transformer import (
 )
 
 from ..profiles import Profile
+from .fences import describe_line, fenced_blocks, line_map, traceback_line
 from .guards import BLOCKED_ATTRIBUTES, CLASS_DUNDERS, REFUSED_DUNDERS, private_name_allowed
 from .warnguard import quiet_compile
 
@@ -44,6 +43,7 @@ __all__ = [
     "Compiled",
     "Program",
     "compile_program",
+    "describe_line",
     "extract",
     "user_line",
 ]
@@ -60,8 +60,6 @@ def _rp9() -> bool:
     return int(metadata.version("RestrictedPython").split(".")[0]) >= 9
 
 
-_RUN_TAGS = frozenset({"", "python", "py", "python3", "py3", "repl"})
-_OPEN = re.compile(r"^([ \t]{0,3})(`{3,}|~{3,})[ \t]*([^\s`]*)[^`]*$")
 _TRAILING_KEYWORDS = ("=", "import", "def", "class", "if", "for", "while", "with")
 
 
@@ -113,13 +111,10 @@ def extract(text: str, first_fence_only: bool) -> Program:
     if first_fence_only:
         code = _first_fence(text)
         return Program(code, _identity_map(code), 1)
-    blocks = _fenced_blocks(text)
+    blocks = fenced_blocks(text)
     if blocks is None:
         return Program(text, _identity_map(text), 1)
-    line_map: list[tuple[int, int]] = []
-    for number, block in enumerate(blocks, 1):
-        line_map.extend((number, i) for i in range(1, block.count("\n") + 2))
-    return Program("\n".join(blocks), tuple(line_map), len(blocks))
+    return Program("\n".join(blocks), line_map(blocks), len(blocks))
 
 
 def _identity_map(code: str) -> tuple[tuple[int, int], ...]:
@@ -141,32 +136,6 @@ def _first_fence(text: str) -> str:
         if end != -1:
             return text[start:end].strip()
     return text
-
-
-def _fenced_blocks(text: str) -> list[str] | None:
-    """Runnable fenced blocks in order; None when the text has no fence line at all."""
-    lines = text.split("\n")
-    blocks: list[str] = []
-    seen_fence = False
-    i = 0
-    while i < len(lines):
-        m = _OPEN.match(lines[i])
-        if not m:
-            i += 1
-            continue
-        seen_fence = True
-        indent, marker, tag = m.group(1), m.group(2), m.group(3).lower()
-        close = re.compile(rf"^[ \t]*{re.escape(marker[0])}{{{len(marker)},}}[ \t]*$")
-        body: list[str] = []
-        i += 1
-        while i < len(lines) and not close.match(lines[i]):
-            body.append(lines[i])
-            i += 1
-        i += 1
-        if tag in _RUN_TAGS:
-            block = "\n".join(body)
-            blocks.append(textwrap.dedent(block) if indent else block)
-    return blocks if seen_fence else None
 
 
 # --- 2. the transformer -------------------------------------------------------------------------
@@ -914,21 +883,6 @@ def _trailing_code(source: str, opts: CompileOptions, filename: str) -> CodeType
         return None
 
 
-def user_line(tb: Any, filename: str, line_map: tuple[tuple[int, int], ...], blocks: int) -> str:
+def user_line(tb: Any, filename: str, lines: tuple[tuple[int, int], ...], blocks: int) -> str:
     """Where in the user's code a traceback last passed through this program ('' if nowhere)."""
-    line = None
-    while tb is not None:
-        if tb.tb_frame.f_code.co_filename == filename:
-            line = tb.tb_lineno
-        tb = tb.tb_next
-    return describe_line(line, line_map, blocks)
-
-
-def describe_line(line: int | None, line_map: tuple[tuple[int, int], ...], blocks: int) -> str:
-    """``line 3`` (or ``line 3 of code block 2`` when the response had several blocks)."""
-    if line is None:
-        return ""
-    if line_map and 0 < line <= len(line_map):
-        block, in_block = line_map[line - 1]
-        return f"line {in_block}" if blocks == 1 else f"line {in_block} of code block {block}"
-    return f"line {line}"
+    return describe_line(traceback_line(tb, filename), lines, blocks)
