@@ -8,6 +8,7 @@ from __future__ import annotations
 import html as html_lib
 import json
 import re
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -235,13 +236,20 @@ def test_conformance_payload_has_both_sides(tmp_path: Path) -> None:
         == 0
     )
     payload = conformance_payload([results, results])
-    assert [c["name"] for c in payload["columns"]] == ["rlm_compat-upstream", "rlm_compat-fixed"] * 2
-    (case,) = payload["cases"]
-    fixed = payload["cells"][1][case["id"]]
+    (case_id,) = [c["id"] for c in payload["cases"]]
+    names = ["rlm_compat-upstream", "rlm_compat-fixed", "rlm_compat-fixed vs CPython"]
+    assert [c["name"] for c in payload["columns"]] == names * 2
+    assert [c["oracle"] for c in payload["columns"]] == ["upstream", "upstream", "cpython"] * 2
+    oracle_file = payload["columns"][2]["fixtures"]["repl"]
+    assert oracle_file.endswith(f"repl.cpython3.{sys.version_info[1]}.jsonl")
+    assert payload["recorded"][oracle_file], "the CPython recording of the case is found"
+    assert payload["cells"][2][case_id]["status"] == "pass"  # fixed sees top-level names, as CPython
+    assert payload["restrictions"]["1"].startswith("security: ")
+    fixed = payload["cells"][1][case_id]
     assert fixed["status"] == "deviation" and '"output": "6"' in fixed["actual"]
-    upstream = payload["cells"][0][case["id"]]
+    upstream = payload["cells"][0][case_id]
     assert upstream["status"] == "pass" and "actual" not in upstream
-    recorded = payload["recorded"][payload["columns"][0]["fixtures"]["repl"]][case["id"]]
+    recorded = payload["recorded"][payload["columns"][0]["fixtures"]["repl"]][case_id]
     assert recorded["texts"] == [["step 1", "k = 5\nf = lambda v: v + k\nf(1)"]]
     assert "lambda body reads env" in recorded["input"] and '"steps"' in recorded["expected"]
     assert payload["deviations"][str(fixed["deviation"])]

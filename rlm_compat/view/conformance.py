@@ -26,14 +26,16 @@ def _pretty(value: Any) -> str:
     return text if len(text) <= _CAP else text[:_CAP] + f"\n\u2026 ({len(text) - _CAP:,} more characters)"
 
 
-def _fixture_root(stated: str) -> Path | None:
+def _fixture_root(stated: str, *, reference: bool = False) -> Path | None:
+    """Where one oracle's recordings are: the directory the results name, else the shipped one."""
     from ..conformance.fixtures import default_fixtures_dir
+    from ..conformance.oracle import default_reference_dir
     from ..errors import RLMError
 
     if stated and Path(stated).is_dir():
         return Path(stated)
     try:
-        return default_fixtures_dir()
+        return default_reference_dir() if reference else default_fixtures_dir()
     except (RLMError, OSError):
         return None
 
@@ -74,6 +76,7 @@ def conformance_payload(paths: list[Path]) -> dict[str, Any]:
     cells: list[dict[str, Any]] = []
     recorded: dict[str, dict[str, dict[str, Any]]] = {}
     deviations: dict[str, str] = {}
+    restrictions: dict[str, str] = {}
     for path in paths:
         try:
             report = json.loads(path.read_text(encoding="utf-8"))
@@ -81,10 +84,17 @@ def conformance_payload(paths: list[Path]) -> dict[str, Any]:
             implementations = list(report["implementations"])
         except (OSError, ValueError, KeyError, TypeError) as exc:
             raise ViewInputError(f"{path}: not `rlm-compat conformance --json` output ({exc})") from None
-        root = _fixture_root(str(report.get("fixtures", "")))
+        roots = {
+            "upstream": _fixture_root(str(report.get("fixtures", ""))),
+            "cpython": _fixture_root(str(report.get("reference_fixtures", "")), reference=True),
+        }
         for entry in report.get("deviations", []):
             deviations[str(entry.get("number"))] = str(entry.get("reason", ""))
+        for entry in report.get("restrictions", []):
+            restrictions[str(entry.get("number"))] = f"{entry.get('reason', '')}: {entry.get('why', '')}"
         for impl in implementations:
+            oracle = str(impl.get("oracle") or "upstream")
+            root = roots.get(oracle)
             fixtures = {kind: str(name).split(" (")[0] for kind, name in impl.get("fixtures", {}).items()}
             results = {}
             for result in impl.get("results", []):
@@ -102,6 +112,7 @@ def conformance_payload(paths: list[Path]) -> dict[str, Any]:
             columns.append(
                 {
                     "name": impl.get("name", "?"),
+                    "oracle": oracle,
                     "profile": str(impl.get("info", {}).get("profile") or "(none)"),
                     "python": python,
                     "gated": bool(impl.get("gated")),
@@ -122,6 +133,7 @@ def conformance_payload(paths: list[Path]) -> dict[str, Any]:
         "cells": cells,
         "recorded": recorded,
         "deviations": deviations,
+        "restrictions": restrictions,
     }
 
 

@@ -106,16 +106,18 @@
       var key = rec ? rec.input + "\u0000" + rec.expected : "missing " + file;
       var same = recordings.filter(function (x) { return x.key === key; })[0];
       if (same) { if (same.files.indexOf(file) < 0) same.files.push(file); }
-      else recordings.push({ key: key, rec: rec, files: [file] });
+      else recordings.push({ key: key, rec: rec, files: [file], oracle: col.oracle });
     });
     recordings.forEach(function (x) {
-      side.appendChild(panel("recorded upstream (" + x.files.join(", ") + ")", x.rec ? x.rec.texts.map(function (t) { return [t[0], t[1], "code"]; }).concat([["input", x.rec.input], ["outcome", x.rec.expected]]) : [["outcome", "(fixture file not available here)"]]));
+      side.appendChild(panel("recorded " + (x.oracle === "cpython" ? "CPython" : "upstream") + " (" + x.files.join(", ") + ")", x.rec ? x.rec.texts.map(function (t) { return [t[0], t[1], "code"]; }).concat([["input", x.rec.input], ["outcome", x.rec.expected]]) : [["outcome", "(fixture file not available here)"]]));
     });
     data.columns.forEach(function (col, j) {
       if (!visible[j]) return;
       var r = data.cells[j][c.id];
       if (!r) return;  // this column did not run the case
-      var dev = r.deviation !== undefined ? "#" + r.deviation + " (" + r.deviation_kind + "): " + (data.deviations[String(r.deviation)] || "") : null;
+      var dev = r.deviation === undefined ? null : col.oracle === "cpython"
+        ? "R" + r.deviation + " (restriction): " + (data.restrictions[String(r.deviation)] || "")
+        : "#" + r.deviation + " (" + r.deviation_kind + "): " + (data.deviations[String(r.deviation)] || "");
       var actual = r.actual !== undefined ? r.actual : r.status === "pass" || r.status === "unexpected-pass" ? "same as recorded" : null;
       side.appendChild(panel(col.name + " \u00b7 py" + col.python + " \u00b7 " + col.profile, [["status", r.status, "st-" + r.status], ["difference", r.detail], ["registered deviation", dev], ["actual outcome", actual]]));
     });
