@@ -162,6 +162,7 @@ def collect(checkout: Path, pythons: Sequence[str], peers: Mapping[str, str]) ->
         results[profile] = outcome
     return {
         "version": RECORD_VERSION,
+        "revision": revision(checkout),
         "source": source_facts(checkout),
         "probes": probe_definitions(),
         "implementations": implementations,
@@ -225,6 +226,10 @@ def source_facts(checkout: Path) -> dict[str, list[str]]:
                         )
         elif isinstance(node, ast.FunctionDef) and node.name == "_extract_code":
             note("fences", "src/rlm/repl.py", node.lineno, "method `_extract_code` (fence stripping)")
+    parser = parse("src/rlm/parser.py")
+    for node in parser.body if parser else ():
+        if isinstance(node, ast.FunctionDef) and node.name in ("extract_final", "extract_final_var"):
+            note("final", "src/rlm/parser.py", node.lineno, f"function `{node.name}`")
     prompts = parse("src/rlm/prompts.py")
     for node in ast.walk(prompts) if prompts else ():
         if isinstance(node, ast.FunctionDef) and node.name == "build_system_prompt":
@@ -243,6 +248,26 @@ def source_facts(checkout: Path) -> dict[str, list[str]]:
     for lines in found.values():
         lines.sort(key=lambda line: int(line.split(":")[1].split("`")[0]))
     return found
+
+
+def revision(checkout: Path) -> dict[str, str]:
+    """The checkout's commit and subject (``git log -1``), or why they are unknown."""
+    import subprocess
+
+    try:
+        done = subprocess.run(
+            ["git", "-C", str(checkout), "log", "-1", "--format=%H%n%s"],
+            capture_output=True,
+            text=True,
+            timeout=30,
+            check=False,
+        )
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return {"commit": "unknown", "subject": f"git failed: {exc}"}
+    if done.returncode != 0:
+        return {"commit": "unknown", "subject": f"not a git checkout ({done.stderr.strip()[:200]})"}
+    commit, _, subject = done.stdout.strip().partition("\n")
+    return {"commit": commit, "subject": subject}
 
 
 def _minor(version: str) -> str:
@@ -370,7 +395,7 @@ def _text(value: Any) -> str:
 
 def _describe(outcome: Mapping[str, Any]) -> list[str]:
     if "skip" in outcome:
-        return [f"not run: {outcome['skip']}"]
+        return [f"skipped: {outcome['skip']}"]
     if "failure" in outcome:
         return [f"no result: {outcome['failure']}"]
     if "steps" in outcome:
@@ -562,23 +587,25 @@ def render(record: Mapping[str, Any], fixtures: Path) -> str:
     for info in implementations:
         packages = ", ".join(f"{k} {v}" for k, v in sorted(info.get("packages", {}).items()) if v)
         lines.append(f"| `{info['key']}` | {info['name']} | {info['python']} | {packages or '–'} |")
+    lines += ["", *_revision_lines(record), "", "## Summary"]
     lines += [
         "",
-        "## Summary",
-        "",
-        "| # | fact | memo / brief holds on 2fb46cc | rlm_compat upstream = 2fb46cc | rlm_compat fixed |",
-        "| --- | --- | --- | --- | --- |",
+        "| # | fact | memo / brief holds on 2fb46cc | rlm_compat upstream | rlm_compat fixed "
+        "| recursive-llm 0.5.0 | rlms 0.1.1 |",
+        "| --- | --- | --- | --- | --- | --- | --- |",
     ]
     for number, fact in enumerate(FACTS, 1):
-        lines.append(
-            f"| {number} | {fact.title} | {_summary_holds(record, fact)} | "
-            f"{_summary_same(record, fact)} | {_summary_fixed(record, fact)} |"
-        )
+        others = " | ".join(_summary_against(record, fact, key) for key in (*PROFILES, *PEERS))
+        lines.append(f"| {number} | {fact.title} | {_summary_holds(record, fact)} | {others} |")
     lines += [
         "",
-        '"rlm_compat upstream = 2fb46cc" compares with 2fb46cc on the Python rlm_compat ran on; '
-        'where it is not "same", the difference is a registered safety deviation '
-        "(docs/deviations.md). The cost of each quirk on real model code, and on the task suite "
+        "The last four columns compare each implementation's outcomes on the fact's snippets with "
+        f"2fb46cc's on Python {(_upstream_for_profiles(record) or '@?').split('@')[1]} (an error "
+        "of a subclass of the recorded type counts as the same error; for the two peers a silent "
+        "step's placeholder text counts as no output, and a parser snippet compares the final "
+        "answer only). Where profile upstream differs, the difference is a registered safety "
+        "deviation (docs/deviations.md); where profile fixed differs, a quirk is fixed. "
+        "The cost of each quirk on real model code, and on the task suite "
         "(docs/research/tasks.md), is measured separately: see docs/research/quirk-ablation.md.",
         "",
         "## The facts",
@@ -610,6 +637,21 @@ def render(record: Mapping[str, Any], fixtures: Path) -> str:
     return "\n".join(lines)
 
 
+MEMO_COMMIT = "2fb46cc59e64cddc0768ce0bf428138dab3016eb"
+MEMO_SUBJECT = "initial RLM implementation"
+
+
+def _revision_lines(record: Mapping[str, Any]) -> list[str]:
+    """The memo's pinned revision against the checkout the snippets ran on."""
+    found = record.get("revision", {})
+    commit, subject = found.get("commit", "unknown"), found.get("subject", "")
+    same = commit == MEMO_COMMIT and subject == MEMO_SUBJECT
+    return [
+        f"The memo pins `{MEMO_COMMIT}` (`{MEMO_SUBJECT}`). The checkout measured here is at "
+        f"`{commit}` (`{subject}`): " + ("the same revision." if same else "**not the memo's revision**."),
+    ]
+
+
 def _upstream_for_profiles(record: Mapping[str, Any]) -> str | None:
     """The 2fb46cc row recorded on the Python rlm_compat ran on (else the first)."""
     keys = _upstream_keys(record)
@@ -629,24 +671,39 @@ def _summary_holds(record: Mapping[str, Any], fact: Fact) -> str:
     return "yes" if not no else f"**no** on {', '.join(no)}"
 
 
-def _summary_same(record: Mapping[str, Any], fact: Fact) -> str:
-    key = _upstream_for_profiles(record)
-    if key is None:
-        return "–"
-    results = record["results"]
-    differ = [p.id for p in fact.probes if not _same(results[key].get(p.id), results["upstream"].get(p.id))]
-    return "same" if not differ else "differs: " + ", ".join(f"`{d}`" for d in differ)
+_SILENT = "Code executed successfully (no output)"
 
 
-def _summary_fixed(record: Mapping[str, Any], fact: Fact) -> str:
+def _quiet(outcome: Any) -> Any:
+    """A peer's view: a silent step's placeholder reads as empty output, a parser row as its answer."""
+    if isinstance(outcome, dict) and "is_final" in outcome:
+        return {"answer": outcome.get("answer")}
+    if isinstance(outcome, dict) and "steps" in outcome:
+        steps = [
+            {**step, "output": ""} if step.get("output") == _SILENT else step for step in outcome["steps"]
+        ]
+        return {**outcome, "steps": steps}
+    return outcome
+
+
+def _summary_against(record: Mapping[str, Any], fact: Fact, other: str) -> str:
+    """How ``other`` compares with 2fb46cc on the facts' probes (peers: silent steps read as empty)."""
     key = _upstream_for_profiles(record)
-    if key is None:
-        return "–"
     results = record["results"]
-    differ = [p for p in fact.probes if not _same(results[key].get(p.id), results["fixed"].get(p.id))]
+    if key is None or other not in results:
+        return "–"
+    ran = [p for p in fact.probes if "skip" not in results[other].get(p.id, {"skip": ""})]
+    if other in PEERS:
+        differ = [p for p in ran if not _same(_quiet(results[key].get(p.id)), _quiet(results[other][p.id]))]
+    else:
+        differ = [p for p in ran if not _same(results[key].get(p.id), results[other][p.id])]
+    skipped = len(fact.probes) - len(ran)
+    note = f" ({skipped} not run)" if skipped else ""
+    if not ran:
+        return "not run"
     if not differ:
-        return "same as 2fb46cc"
-    return f"differs in {len(differ)} of {len(fact.probes)}"
+        return f"same{note}"
+    return f"differs in {len(differ)} of {len(ran)}{note}"
 
 
 def _same(recorded: Any, ours: Any) -> bool:

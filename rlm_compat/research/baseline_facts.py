@@ -355,6 +355,12 @@ FACTS: tuple[Fact, ...] = (
                 response='FINAL("""line one\nline two""")',
                 expect=Expect("answer", "line one\nline two"),
             ),
+            Probe(
+                "final.triple_single",
+                kind="parser",
+                response="FINAL('''42''')",
+                expect=Expect("answer", "42"),
+            ),
             Probe("final.unquoted", kind="parser", response="FINAL(42)", expect=Expect("answer", value=None)),
             Probe(
                 "final.var",
@@ -362,6 +368,12 @@ FACTS: tuple[Fact, ...] = (
                 response="FINAL_VAR(result)",
                 env={"result": 42},
                 expect=Expect("answer", "42"),
+            ),
+            Probe(
+                "final.var_missing",
+                kind="parser",
+                response="FINAL_VAR(result)",
+                expect=Expect("answer", value=None),
             ),
             Probe(
                 "final.var_dotted",
