@@ -206,7 +206,7 @@ def source_facts(checkout: Path) -> dict[str, list[str]]:
                     fact,
                     "src/rlm/repl.py",
                     node.lineno,
-                    f"call `{name}(...)` with {len(node.args)} positional arguments",
+                    f"call `{name}(...)` with {len(node.args)} positional argument(s)",
                 )
         elif isinstance(node, ast.FunctionDef) and node.name == "_build_globals":
             for inner in ast.walk(node):
@@ -335,9 +335,11 @@ def fixture_summary(root: Path) -> list[str]:
         "| --- | ---: | ---: | ---: | ---: | ---: |",
     ]
     repl_by_version: dict[str, dict[str, str]] = {}
+    case_ids: set[str] = set()
     for kind in ("repl", "loop", "parser"):
         for version, path in sorted(fixtures.files.get(kind, {}).items(), key=lambda kv: kv[0] or ""):
             records = list(read_jsonl(path))
+            case_ids.update(str(r["id"]) for r in records)
             tally: Counter[str] = Counter()
             for record in records:
                 for step in record["expected"].get("steps", []):
@@ -371,18 +373,50 @@ def fixture_summary(root: Path) -> list[str]:
         "What rlm_compat does differently on purpose (`upstream_fixtures/deviations.toml`; "
         "docs/deviations.md explains each):",
         "",
-        "| kind | profiles | entries | case patterns |",
+        "| kind | profiles | entries | recorded cases |",
         "| --- | --- | ---: | ---: |",
     ]
     registry = Registry.load(root / "deviations.toml")
+    covered = {entry.number: sum(1 for i in case_ids if entry.covers(i)) for entry in registry.entries}
     groups: Counter[tuple[str, str]] = Counter()
-    patterns: Counter[tuple[str, str]] = Counter()
+    cases: Counter[tuple[str, str]] = Counter()
     for entry in registry.entries:
         key = (entry.kind, " + ".join(entry.profiles))
         groups[key] += 1
-        patterns[key] += len(entry.cases)
+        cases[key] += covered[entry.number]
     for key in sorted(groups):
-        lines.append(f"| `{key[0]}` | {key[1]} | {groups[key]} | {patterns[key]} |")
+        lines.append(f"| `{key[0]}` | {key[1]} | {groups[key]} | {cases[key]} |")
+    lines += ["", *_quirk_counts(registry.entries, covered)]
+    return lines
+
+
+def _quirk_counts(entries: Sequence[Any], covered: Mapping[int, int]) -> list[str]:
+    """Per quirk switch: how many registered cases profile fixed answers differently because of it.
+
+    A ``fix`` entry names the switch(es) whose documentation it quotes (``switch``); a case with
+    several quirks counts for each of them.
+    """
+    from ..profiles import QUIRKS
+
+    counts: Counter[str] = Counter()
+    for entry in entries:
+        if entry.kind != "fix":
+            continue
+        for quirk in QUIRKS:
+            if f"`{quirk}`" in entry.reason:
+                counts[quirk] += covered[entry.number]
+    if not counts:
+        return []
+    lines = [
+        "The quirks behind the `fix` entries: for each `Profile` switch (docs/repl.md), the "
+        "number of recorded cases in which profile fixed answers differently because the switch "
+        "is off there (a case exercising several quirks counts for each; `rlm-compat profiles` "
+        "says what each switch does):",
+        "",
+        "| quirk switch | recorded cases |",
+        "| --- | ---: |",
+    ]
+    lines += [f"| `{quirk}` | {n} |" for quirk, n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))]
     return lines
 
 
@@ -519,7 +553,8 @@ def _fact(record: Mapping[str, Any], number: int, fact: Fact) -> list[str]:
             shown.append(f"[{label}]")
             shown += [f"  {line}" for line in described]
         lines += [*_fence(shown, "text"), ""]
-        verdict = _verdict(record, probe, "memo" if fact.memo else "brief")
+        source = "statement above" if probe.beyond_memo else "memo" if fact.memo else "brief"
+        verdict = _verdict(record, probe, source)
         if verdict:
             lines += [verdict, ""]
     if fact.comment:
@@ -590,7 +625,7 @@ def render(record: Mapping[str, Any], fixtures: Path) -> str:
     lines += ["", *_revision_lines(record), "", "## Summary"]
     lines += [
         "",
-        "| # | fact | memo / brief holds on 2fb46cc | rlm_compat upstream | rlm_compat fixed "
+        "| # | fact | claims hold on 2fb46cc | rlm_compat upstream | rlm_compat fixed "
         "| recursive-llm 0.5.0 | rlms 0.1.1 |",
         "| --- | --- | --- | --- | --- | --- | --- |",
     ]
@@ -617,9 +652,8 @@ def render(record: Mapping[str, Any], fixtures: Path) -> str:
         "## What the conformance fixtures found",
         "",
         "The memo's facts are a handful of cases; `upstream_fixtures/` holds every case the "
-        "recorder ran on 2fb46cc (inputs in `rlm_compat/conformance/inputs/`, how they are "
-        "recorded in docs/conformance.md, the full matrix against all implementations in "
-        "docs/conformance.md):",
+        "recorder ran on 2fb46cc (inputs in `rlm_compat/conformance/inputs/`; how they are "
+        "recorded, and the matrix of every implementation against them, in docs/conformance.md):",
         "",
         *fixture_summary(fixtures),
         "",

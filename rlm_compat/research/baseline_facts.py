@@ -44,6 +44,8 @@ class Probe:
     ``show`` names the env entries the doc prints. ``parser``: the final-answer functions on
     ``response`` with ``env``. ``loop``: an RLM whose scripted model answers ``replies`` in order;
     the doc prints the lines of the first call's messages containing ``grep`` and the answer.
+    ``beyond_memo`` marks a probe of something the memo does not state (the fact's claim or
+    comment does), so its verdict is not credited to the memo.
     """
 
     id: str
@@ -56,6 +58,7 @@ class Probe:
     replies: tuple[str, ...] = ()
     grep: str = ""
     expect: Expect | None = None
+    beyond_memo: bool = False
 
     def case(self) -> dict[str, Any]:
         """The conformance case (docs/protocol.md) this probe runs as."""
@@ -115,11 +118,13 @@ FACTS: tuple[Fact, ...] = (
             ),
             Probe(
                 "executor.underscore_refused",
+                beyond_memo=True,
                 steps=("x = ().__class__",),
                 expect=Expect("error", '"__class__" is an invalid attribute name'),
             ),
             Probe(
                 "executor.function_cannot_see_env",
+                beyond_memo=True,
                 steps=("def first_word():\n    return context.split()[0]\nfirst_word()",),
                 env=_CONTEXT,
                 expect=Expect("error", "name 'context' is not defined"),
@@ -149,6 +154,7 @@ FACTS: tuple[Fact, ...] = (
             ),
             Probe(
                 "stdout.stale_print_repeats",
+                beyond_memo=True,
                 steps=("print('first')", "y = 2"),
                 expect=Expect("output", "first", step=1),
             ),
@@ -172,11 +178,13 @@ FACTS: tuple[Fact, ...] = (
             ),
             Probe(
                 "last_line.substring_if_hides",
+                beyond_memo=True,
                 steps=("diff = 3\ndiff",),
                 expect=Expect("output", "Code executed successfully (no output)"),
             ),
             Probe(
                 "last_line.runs_twice",
+                beyond_memo=True,
                 steps=("items = []\nitems.append('x')",),
                 show=("items",),
                 expect=Expect("env", name="items", value=["x", "x"]),
@@ -206,6 +214,7 @@ FACTS: tuple[Fact, ...] = (
             ),
             Probe(
                 "fences.prose_before",
+                beyond_memo=True,
                 steps=("Let me look.\n```python\nprint('ran')\n```",),
                 expect=Expect("output", "ran"),
             ),
@@ -262,11 +271,13 @@ FACTS: tuple[Fact, ...] = (
             ),
             Probe(
                 "import_re.from_import",
+                beyond_memo=True,
                 steps=("from collections import Counter",),
                 expect=Expect("error", "__import__ not found"),
             ),
             Probe(
                 "import_re.block_lost",
+                beyond_memo=True,
                 steps=("import re\nhits = re.findall('o', context)",),
                 env=_CONTEXT,
                 show=("hits",),
@@ -274,7 +285,8 @@ FACTS: tuple[Fact, ...] = (
             ),
         ),
         "The import aborts the whole step: nothing after it runs (`hits` is never set), which is "
-        "why this one quirk costs real model code the most (see quirk-ablation.md).",
+        "why issue 15 measured it as the largest single cause of broken blocks in replayed model "
+        "code (see docs/research/quirk-ablation.md).",
     ),
     Fact(
         "re_without_import",
@@ -330,6 +342,7 @@ FACTS: tuple[Fact, ...] = (
             ),
             Probe(
                 "comprehension.lambda",
+                beyond_memo=True,
                 steps=("size = 10\nsplit = lambda s: s[:size]\nsplit(context)",),
                 env=_CONTEXT,
                 expect=Expect("error", "name 'size' is not defined"),
@@ -371,6 +384,7 @@ FACTS: tuple[Fact, ...] = (
             ),
             Probe(
                 "final.var_missing",
+                beyond_memo=True,
                 kind="parser",
                 response="FINAL_VAR(result)",
                 expect=Expect("answer", value=None),
@@ -384,6 +398,7 @@ FACTS: tuple[Fact, ...] = (
             ),
             Probe(
                 "final.loop_unquoted",
+                beyond_memo=True,
                 kind="loop",
                 replies=("FINAL(42)", 'FINAL("fallback")'),
                 expect=Expect("answer", "fallback"),
