@@ -23,10 +23,12 @@ from rlm_compat.cli import main
 from rlm_compat.conformance.fixtures import default_fixtures_dir
 from rlm_compat.research.baseline import (
     PROFILES,
+    QUICK_CODE,
     probe_definitions,
     python_dependent,
     render,
     run_profiles,
+    run_quick_here,
     verdicts,
 )
 from rlm_compat.research.baseline_facts import FACTS, all_probes
@@ -142,3 +144,15 @@ def test_bad_invocations_are_clear_errors(tmp_path: Path, capsys: pytest.Capture
     assert "cannot read the record" in capsys.readouterr().err
     assert main(["baseline", "--upstream", str(tmp_path), "--python", "python3", "--out", str(out)]) == 1
     assert "is not a ysz/recursive-llm checkout" in capsys.readouterr().err
+
+
+def test_the_one_script_outputs_are_what_the_code_does_now(record: dict[str, Any]) -> None:
+    """The "In one script" section: the script really runs, and rlm_compat's output is current."""
+    recorded_python = record["quick"]["upstream"]["python"]
+    if _minor(platform.python_version()) != recorded_python:
+        pytest.skip(f"recorded on Python {recorded_python}; the comprehension line depends on it")
+    for profile in PROFILES:
+        assert run_quick_here(profile) == record["quick"][profile]["stdout"], f"{profile}; {REGENERATE}"
+    lines = record["quick"]["2fb46cc"]["stdout"].splitlines()
+    assert lines[0] == "-> REPLError: Execution error: __import__ not found"
+    assert len(lines) == len(QUICK_CODE)

@@ -150,6 +150,14 @@ def collect(checkout: Path, pythons: Sequence[str], peers: Mapping[str, str]) ->
                     "packages": adapter.info.get("packages", {}),
                 }
             )
+    quick: dict[str, Any] = {}
+    chosen = next((p for p in pythons if _python_minor(p) == _minor(platform.python_version())), pythons[0])
+    quick["2fb46cc"] = {
+        "python": _python_minor(chosen),
+        "stdout": run_quick(chosen, "2fb46cc", str(checkout.resolve() / "src")),
+    }
+    for profile in PROFILES:
+        quick[profile] = {"python": _minor(platform.python_version()), "stdout": run_quick_here(profile)}
     for profile, outcome in run_profiles(probes).items():
         implementations.append(
             {
@@ -164,6 +172,7 @@ def collect(checkout: Path, pythons: Sequence[str], peers: Mapping[str, str]) ->
         "version": RECORD_VERSION,
         "revision": revision(checkout),
         "source": source_facts(checkout),
+        "quick": quick,
         "probes": probe_definitions(),
         "implementations": implementations,
         "results": results,
@@ -268,6 +277,105 @@ def revision(checkout: Path) -> dict[str, str]:
         return {"commit": "unknown", "subject": f"not a git checkout ({done.stderr.strip()[:200]})"}
     commit, _, subject = done.stdout.strip().partition("\n")
     return {"commit": commit, "subject": subject}
+
+
+QUICK_CODE = (
+    "import re",
+    'print(re.findall(r"[A-Z]\\w+", context))',
+    "chunks = [context[i:i+10] for i in range(0, len(context), 10)]",
+    "count = 0\ncount += 1",
+)
+"""The headline facts as one plain script a reader can paste (the doc shows it and its output)."""
+
+
+def quick_script(target: str) -> str:
+    """The script for ``target``: ``2fb46cc`` (imports ``rlm``) or an rlm_compat profile name."""
+    if target == "2fb46cc":
+        head = ["from rlm.repl import REPLExecutor", "", "def new():", "    return REPLExecutor()"]
+    else:
+        head = [
+            "from rlm_compat.repl import REPLExecutor",
+            "",
+            "def new():",
+            f'    return REPLExecutor(profile="{target}")',
+        ]
+    return "\n".join(
+        [
+            *head,
+            "",
+            'env = {"context": "Hello World from the RLM baseline memo"}',
+            "codes = [",
+            *(f"    {json.dumps(code)}," for code in QUICK_CODE),
+            "]",
+            "for code in codes:",
+            "    try:",
+            '        print("->", repr(new().execute(code, env)))',
+            "    except Exception as e:",
+            '        print("->", type(e).__name__ + ":", e)',
+            "",
+        ]
+    )
+
+
+def run_quick(python: str, target: str, pythonpath: str | None = None) -> str:
+    """Run :func:`quick_script` under ``python`` in an empty temporary directory; its stdout.
+
+    Only the script's own lines come back (each starts with ``->``), so no path of this machine
+    reaches the doc; a failure to run is a clear error with the tail of stderr.
+    """
+    import os
+    import subprocess
+    import tempfile
+
+    env = {k: v for k, v in os.environ.items() if k in ("PATH", "LANG", "LC_ALL", "TMPDIR", "HOME")}
+    env["LITELLM_LOCAL_MODEL_COST_MAP"] = "True"
+    env["PYTHONHASHSEED"] = "0"
+    if pythonpath:
+        env["PYTHONPATH"] = pythonpath
+    with tempfile.TemporaryDirectory() as cwd:
+        try:
+            done = subprocess.run(
+                [python, "-"],
+                input=quick_script(target),
+                capture_output=True,
+                text=True,
+                cwd=cwd,
+                env=env,
+                timeout=300,
+                check=False,
+            )
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            raise ConfigurationError(f"cannot run the quick script with {python}: {exc}") from None
+    if done.returncode != 0:
+        raise ConfigurationError(
+            f"the quick script failed under {python} (exit {done.returncode}): {done.stderr[-800:]}"
+        )
+    return "".join(line + "\n" for line in done.stdout.splitlines() if line.startswith("->"))
+
+
+def run_quick_here(profile: str) -> str:
+    """:func:`run_quick` for an rlm_compat profile with this interpreter and this rlm_compat."""
+    import sys
+
+    package_root = str(Path(__file__).resolve().parents[2])
+    return run_quick(sys.executable, profile, package_root)
+
+
+def _python_minor(python: str) -> str:
+    """``3.11`` for an interpreter path (asked, not guessed from the name)."""
+    import subprocess
+
+    try:
+        done = subprocess.run(
+            [python, "-c", "import sys; print('%d.%d' % sys.version_info[:2])"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=True,
+        )
+    except (OSError, subprocess.SubprocessError) as exc:
+        raise ConfigurationError(f"cannot run {python}: {exc}") from None
+    return done.stdout.strip()
 
 
 def _minor(version: str) -> str:
@@ -622,7 +730,7 @@ def render(record: Mapping[str, Any], fixtures: Path) -> str:
     for info in implementations:
         packages = ", ".join(f"{k} {v}" for k, v in sorted(info.get("packages", {}).items()) if v)
         lines.append(f"| `{info['key']}` | {info['name']} | {info['python']} | {packages or '–'} |")
-    lines += ["", *_revision_lines(record), "", "## Summary"]
+    lines += ["", *_revision_lines(record), "", *_quick_lines(record), "## Summary"]
     lines += [
         "",
         "| # | fact | claims hold on 2fb46cc | rlm_compat upstream | rlm_compat fixed "
@@ -669,6 +777,36 @@ def render(record: Mapping[str, Any], fixtures: Path) -> str:
         "",
     ]
     return "\n".join(lines)
+
+
+def _quick_lines(record: Mapping[str, Any]) -> list[str]:
+    """The paste-able script for the headline facts, with each implementation's real output."""
+    quick = record.get("quick", {})
+    if not quick:
+        return []
+    lines = [
+        "## In one script",
+        "",
+        "The headline facts (`import re`, `re` without import, the comprehension, `+=`) as one "
+        "plain script, run from the repository root:",
+        "",
+    ]
+    for target in ("2fb46cc", *PROFILES):
+        run = quick.get(target)
+        if run is None:
+            continue
+        if target == "2fb46cc":
+            command = (
+                f"LITELLM_LOCAL_MODEL_COST_MAP=True PYTHONPATH=../up/rlm-2fb46cc/src "
+                f"../venvs/up{run['python'].replace('.', '')}/bin/python - <<'EOF'"
+            )
+            title = f"2fb46cc, Python {run['python']}"
+        else:
+            command = "python - <<'EOF'"
+            title = f"rlm_compat profile {target}, Python {run['python']}"
+        lines += [f"{title}:", "", "```sh", command, *quick_script(target).splitlines(), "EOF", "```", ""]
+        lines += ["```text", *run["stdout"].splitlines(), "```", ""]
+    return lines
 
 
 MEMO_COMMIT = "2fb46cc59e64cddc0768ce0bf428138dab3016eb"

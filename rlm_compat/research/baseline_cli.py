@@ -69,7 +69,8 @@ def _baseline(args: argparse.Namespace) -> int:
             if not sep or not python:
                 raise ConfigurationError(f"--peer {spec!r}: give it as NAME=PYTHON")
             peers[name] = python
-        record = collect(args.upstream, args.python, peers)
+        # rendered from what is stored (keys sorted), exactly as --render-only and the test do
+        record = json.loads(json.dumps(collect(args.upstream, args.python, peers), sort_keys=True))
         record_path.parent.mkdir(parents=True, exist_ok=True)
         record_path.write_text(
             json.dumps(record, indent=1, sort_keys=True, ensure_ascii=False) + "\n", "utf-8"
