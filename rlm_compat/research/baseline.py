@@ -751,6 +751,7 @@ def render(record: Mapping[str, Any], fixtures: Path) -> str:
         "The cost of each quirk on real model code, and on the task suite "
         "(docs/research/tasks.md), is measured separately: see docs/research/quirk-ablation.md.",
         "",
+        *_peer_lines(record),
         "## The facts",
         "",
     ]
@@ -806,6 +807,43 @@ def _quick_lines(record: Mapping[str, Any]) -> list[str]:
             title = f"rlm_compat profile {target}, Python {run['python']}"
         lines += [f"{title}:", "", "```sh", command, *quick_script(target).splitlines(), "EOF", "```", ""]
         lines += ["```text", *run["stdout"].splitlines(), "```", ""]
+    return lines
+
+
+def _peer_lines(record: Mapping[str, Any]) -> list[str]:
+    """Per peer: which snippets still behave as in 2fb46cc, which changed, which were not run."""
+    key = _upstream_for_profiles(record)
+    results = record["results"]
+    if key is None:
+        return []
+    lines = [
+        "## The peers against 2fb46cc",
+        "",
+        "Outcomes compared as in the summary. Equal outcomes can have different causes (rlms never "
+        "shows a last expression's value, so it agrees wherever 2fb46cc hides one); each "
+        "snippet's rows below show which.",
+        "",
+    ]
+    for peer in PEERS:
+        if peer not in results:
+            continue
+        kept: list[str] = []
+        changed: list[str] = []
+        skipped: list[str] = []
+        for probe in all_probes():
+            outcome = results[peer].get(probe.id, {"skip": ""})
+            if "skip" in outcome:
+                skipped.append(probe.id)
+            elif _same(_quiet(results[key].get(probe.id)), _quiet(outcome)):
+                kept.append(probe.id)
+            else:
+                changed.append(probe.id)
+        lines.append(f"**{peer}** (compared with 2fb46cc on Python {key.split('@')[1]}):")
+        lines.append("")
+        for label, ids in (("as in 2fb46cc", kept), ("different", changed), ("not run", skipped)):
+            if ids:
+                lines.append(f"* {label} ({len(ids)}): " + ", ".join(f"`{i}`" for i in ids))
+        lines.append("")
     return lines
 
 
