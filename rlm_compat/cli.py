@@ -47,6 +47,9 @@ def build_parser() -> argparse.ArgumentParser:
     from .research.quirks_cli import register as register_quirks
 
     register_quirks(commands)
+    from .research.baseline_cli import register as register_baseline
+
+    register_baseline(commands)
     return parser
 
 
