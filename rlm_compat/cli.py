@@ -38,6 +38,9 @@ def build_parser() -> argparse.ArgumentParser:
     from .conformance.cli import register as register_conformance
 
     register_conformance(commands)
+    from .research.compare_cli import register as register_compare
+
+    register_compare(commands)
     return parser
 
 
