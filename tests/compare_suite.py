@@ -118,3 +118,8 @@ def policy(task: TaskInstance, spec: RunSpec) -> ScriptedClient:
 def server_reply(request: dict[str, Any]) -> str:
     """The same policy behind the loopback OpenAI-compatible server."""
     return reply(request.get("model", ""), request["messages"])
+
+
+def needle_suite_100k() -> NeedleSuite:
+    """Ten 100 k-character needle tasks (the grid benchmark's fixture)."""
+    return NeedleSuite(sizes=(100_000,), seeds=tuple(range(10)))

@@ -96,6 +96,7 @@ def _progress(show: bool, *, total: int, done: int) -> Iterator[Callable[[RunRec
     if not show:
         yield lambda record: None
         return
+    from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
     passed = 0
@@ -106,7 +107,7 @@ def _progress(show: bool, *, total: int, done: int) -> Iterator[Callable[[RunRec
         TextColumn("{task.fields[passed]} passed"),
         TimeRemainingColumn(),
     )
-    with Progress(*columns, transient=False) as bar:
+    with Progress(*columns, console=Console(stderr=True), transient=False) as bar:
         task = bar.add_task("compare", total=total, completed=done, passed=passed)
 
         def advance(record: RunRecord) -> None:

@@ -51,6 +51,9 @@ def register(commands: Any) -> None:
         "--api-key-env", default=None, metavar="VAR", help="environment variable holding the API key"
     )
     p.add_argument("--max-iterations", type=int, default=30, help="RLM max_iterations per run (default 30)")
+    p.add_argument(
+        "--max-retries", type=int, default=None, help="litellm retries on rate limits / transient errors"
+    )
     p.add_argument("--isolation", default=None, help="REPL isolation (default: the profile's)")
     p.add_argument("--policy", default=None, help="package.module:attr, a (task, spec) -> client factory")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
@@ -79,6 +82,7 @@ def _compare(args: argparse.Namespace) -> int:
         api_key=api_key,
         max_iterations=args.max_iterations,
         isolation=args.isolation,
+        max_retries=args.max_retries,
     )
     specs = plan(suite, configs, args.model, args.runs)
     executor = executor_from_spec(args.executor, concurrency=args.concurrency)

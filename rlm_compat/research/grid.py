@@ -107,7 +107,8 @@ class GridJob:
     """The picklable description of a grid's runs (not of its cells, which are :class:`RunSpec`).
 
     ``policy`` makes each cell's client (the task's scripted policy for model ``scripted``; None
-    for a litellm model, reached with ``api_base`` / ``api_key``). Built tasks are cached per
+    for a litellm model, reached with ``api_base`` / ``api_key``; ``max_retries`` is litellm's
+    retry count for rate limits and transient provider errors). Built tasks are cached per
     process (a few at a time), so the configs of one task share one corpus build.
     """
 
@@ -121,6 +122,7 @@ class GridJob:
         max_iterations: int = 30,
         isolation: str | None = None,
         repl_timeout: float | None = 5,
+        max_retries: int | None = None,
         cache_size: int = 8,
     ) -> None:
         self.suite = suite
@@ -130,6 +132,7 @@ class GridJob:
         self.max_iterations = max_iterations
         self.isolation = isolation
         self.repl_timeout = repl_timeout
+        self.max_retries = max_retries
         self.cache_size = cache_size
         self._specs: dict[str, TaskSpec] | None = None
         self._built: OrderedDict[str, TaskInstance] = OrderedDict()
@@ -187,6 +190,7 @@ async def run_cell(job: GridJob, spec: RunSpec, trajectory_dir: Path | None = No
             client=client,
             isolation=job.isolation,
             repl_timeout=job.repl_timeout,
+            max_retries=job.max_retries,
             trajectory_path=path,
         )
         started = time.perf_counter()

@@ -38,22 +38,40 @@ def _size_label(chars: int) -> str:
 
 
 def pass_rate_chart(summary: dict[str, Any], path: Path) -> None:
-    """Grouped bars: one group per config, one bar per context size, height = pass rate."""
+    """Grouped bars: one group per config, one bar per context size, length = pass rate.
+
+    Up to eight configs the bars stand side by side; an ablation grid's dozens of configs get
+    horizontal bars, one row per config, so every label stays readable."""
     configs, sizes = summary["configs"], summary["sizes"]
     rates = {(c["config"], c["size"]): c["pass_rate"] for c in summary["cells"]}
-    figure = _figure(max(6.0, 0.6 * len(configs) * max(1, len(sizes)) / 2 + 3), 4.5)
+    groups = max(1, len(sizes))
+    width = 0.8 / groups
+    upright = len(configs) <= 8
+    if upright:
+        figure = _figure(max(6.0, 0.35 * len(configs) * groups + 4), 4.5)
+    else:
+        figure = _figure(9, 0.22 * len(configs) * max(1.5, 0.6 * groups) + 1.5)
     axes = figure.add_subplot()
-    width = 0.8 / max(1, len(sizes))
     for i, size in enumerate(sizes):
-        xs = [k + (i - (len(sizes) - 1) / 2) * width for k in range(len(configs))]
-        heights = [100 * rates.get((config, size), 0.0) for config in configs]
-        axes.bar(xs, heights, width=width, label=f"{_size_label(size)} chars")
-    slanted = len(configs) > 2 or any(len(c) > 12 for c in configs)
-    axes.set_xticks(
-        range(len(configs)), configs, rotation=35 if slanted else 0, ha="right" if slanted else "center"
-    )
-    axes.set_ylabel("pass rate (%)")
-    axes.set_ylim(0, 105)
+        positions = [k + (i - (groups - 1) / 2) * width for k in range(len(configs))]
+        values = [100 * rates.get((config, size), 0.0) for config in configs]
+        label = f"{_size_label(size)} chars"
+        if upright:
+            axes.bar(positions, values, width=width, label=label)
+        else:
+            axes.barh(positions, values, height=width, label=label)
+    if upright:
+        slanted = len(configs) > 2 or any(len(c) > 12 for c in configs)
+        axes.set_xticks(
+            range(len(configs)), configs, rotation=35 if slanted else 0, ha="right" if slanted else "center"
+        )
+        axes.set_ylabel("pass rate (%)")
+        axes.set_ylim(0, 105)
+    else:
+        axes.set_yticks(range(len(configs)), configs)
+        axes.invert_yaxis()
+        axes.set_xlabel("pass rate (%)")
+        axes.set_xlim(0, 105)
     axes.set_title("Pass rate by config and context size")
     axes.legend(title="context", loc="upper left", bbox_to_anchor=(1.01, 1.0))
     figure.savefig(path, format="png")
