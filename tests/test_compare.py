@@ -263,3 +263,40 @@ def test_bad_invocations_are_clear_errors(tmp_path: Path, capsys: pytest.Capture
         resolve_suite("compare_suite:WORDS")
     with pytest.raises(ConfigurationError, match="runs must be"):
         plan(compare_suite.needle_suite(), ["fixed"], "scripted", 0)
+
+
+def test_a_killed_grid_resumes_where_it_stopped(
+    tmp_path: Path, chat_server: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """SIGKILL the CLI mid-grid (runs slowed by the server's latency), then run the same command."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    server = chat_server(compare_suite.server_reply, latency=0.1)
+    out = tmp_path / "grid"
+    argv = [
+        *("compare", "--suite", SUITE, "--config", "fixed", "--config", "upstream", "--model", "openai/n"),
+        *("--api-base", server.base_url, "--api-key-env", "LOOPBACK_KEY", "--out", str(out)),
+        *("--no-progress", "--concurrency", "1"),
+    ]
+    tests = str(Path(__file__).parent)
+    env = {**os.environ, "LOOPBACK_KEY": "sk-loopback"}
+    env["PYTHONPATH"] = os.pathsep.join([tests, *filter(None, [env.get("PYTHONPATH")]), *sys.path])
+    child = subprocess.Popen([sys.executable, "-m", "rlm_compat", *argv], env=env)
+    log = out / "runs.jsonl"
+    while child.poll() is None and not (log.exists() and log.read_text(encoding="utf-8").count("\n") >= 2):
+        time.sleep(0.02)
+    child.send_signal(signal.SIGKILL)
+    child.wait()
+    before = list(RunLog(log).records.values())  # drops a line the kill may have cut
+    assert 2 <= len(before) < 8
+    monkeypatch.setenv("LOOPBACK_KEY", "sk-loopback")
+    assert main(argv) == 0
+    records = _records(out)
+    # finished runs kept as they were and not run again (a rerun would duplicate its run_id)
+    assert records[: len(before)] == before
+    assert len(records) == len({r.spec.run_id for r in records}) == 8
+    assert all(r.grade.passed for r in records)
