@@ -178,7 +178,30 @@ def test_litellm_model_through_the_loopback_server(
     assert all(row["mean_tokens"] > 0 for row in summary["by_config"])
 
 
-def test_local_and_ray_executors_give_identical_records(tmp_path: Path) -> None:
+class _RayProbe:
+    """The Ray executor, noting the addresses of the Ray nodes while the grid runs."""
+
+    name = "ray"
+
+    def __init__(self) -> None:
+        self.inner = RayExecutor(num_cpus=2)
+        self.addresses: set[str] = set()
+
+    def run(self, job: GridJob, specs: Any, on_result: Any) -> None:
+        import ray
+
+        def seen(cell: Any) -> None:
+            self.addresses |= {node["NodeManagerAddress"] for node in ray.nodes()}
+            on_result(cell)
+
+        self.inner.run(job, specs, seen)
+
+
+def test_local_and_ray_executors_give_identical_records(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Ray on loopback only (read at Ray's import, so set before the test imports it)
+    monkeypatch.setenv("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
     pytest.importorskip("ray")
     from ray import cloudpickle
 
@@ -187,8 +210,10 @@ def test_local_and_ray_executors_give_identical_records(tmp_path: Path) -> None:
     job = GridJob(suite, compare_suite.policy)
     specs = plan(suite, ["fixed", "upstream", "fixed-with:imports_refused"], "scripted", 1)
     local = run_grid(job, specs, tmp_path / "local", LocalExecutor(2), progress=False, charts=False)
-    ray = run_grid(job, specs, tmp_path / "ray", RayExecutor(num_cpus=2), progress=False, charts=False)
+    probe = _RayProbe()
+    ray = run_grid(job, specs, tmp_path / "ray", probe, progress=False, charts=False)
     assert local.ran == ray.ran == len(specs) == 12
+    assert probe.addresses == {"127.0.0.1"}
     by_local = {r.spec.run_id: _deterministic(r) for r in _records(tmp_path / "local")}
     by_ray = {r.spec.run_id: _deterministic(r) for r in _records(tmp_path / "ray")}
     assert by_local == by_ray

@@ -9,6 +9,7 @@ Ray does all the scheduling of its executor: runs are handed over as tasks and c
 from __future__ import annotations
 
 import asyncio
+import os
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, Protocol
@@ -20,6 +21,8 @@ from .grid import CellResult, GridJob, run_cell
 __all__ = ["Executor", "LocalExecutor", "OnResult", "RayExecutor", "executor_from_spec"]
 
 OnResult = Callable[[CellResult], None]
+
+_LOOPBACK_ONLY_ENV = "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"
 
 
 class Executor(Protocol):
@@ -67,9 +70,10 @@ def _ray_cell(job: GridJob, spec: RunSpec) -> CellResult:
 class RayExecutor:
     """Cells as Ray tasks: on the cluster at ``address``, or on a Ray started on this machine.
 
-    A Ray this executor starts (``address`` None) listens on 127.0.0.1 only, uses ``num_cpus``
-    (default: all) and is shut down after the grid; a running one (``ray.init`` done by the
-    caller) is used as it is.
+    A Ray this executor starts (``address`` None) listens on 127.0.0.1 only (when Ray is first
+    imported by this executor: ``$RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0`` makes Ray use the loopback
+    address), uses ``num_cpus`` (default: all) and is shut down after the grid; a running one
+    (``ray.init`` done by the caller) is used as it is.
     """
 
     name = "ray"
@@ -79,14 +83,18 @@ class RayExecutor:
         self.num_cpus = num_cpus
 
     def run(self, job: GridJob, specs: Sequence[RunSpec], on_result: OnResult) -> None:
+        if not self.address:
+            # Ray reads this when imported: its node address (hence every server it starts) is then
+            # the loopback one, instead of this machine's network address on all interfaces
+            os.environ.setdefault(_LOOPBACK_ONLY_ENV, "0")
         ray = _import_ray()
         started = False
         if not ray.is_initialized():
             options: dict[str, Any] = {"include_dashboard": False, "log_to_driver": False}
             if self.address:
                 options["address"] = self.address
-            else:  # a private Ray on this machine: loopback only
-                options.update(num_cpus=self.num_cpus, _node_ip_address="127.0.0.1")
+            else:
+                options["num_cpus"] = self.num_cpus
             ray.init(**options)
             started = True
         try:
