@@ -143,6 +143,21 @@ def test_a_corrupt_line_inside_the_log_is_an_error_not_a_silent_rerun(tmp_path: 
         RunLog(log)
 
 
+def test_one_directory_holds_one_suite_and_one_model(tmp_path: Path) -> None:
+    suite = compare_suite.needle_suite()
+    job = GridJob(suite, compare_suite.policy)
+    out = tmp_path / "grid"
+    run_grid(
+        job, plan(suite, ["fixed"], "scripted", 1)[:1], out, LocalExecutor(), progress=False, charts=False
+    )
+    with pytest.raises(GridError, match=r"would mix runs of models \['gpt-x', 'scripted'\]"):
+        run_grid(job, plan(suite, ["fixed"], "gpt-x", 1), out, LocalExecutor(), progress=False)
+    other = compare_suite.NeedleSuite(name="other")
+    with pytest.raises(GridError, match="would mix runs of suites"):
+        run_grid(job, plan(other, ["fixed"], "scripted", 1), out, LocalExecutor(), progress=False)
+    assert len(_records(out)) == 1
+
+
 def test_litellm_model_through_the_loopback_server(
     tmp_path: Path, chat_server: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:

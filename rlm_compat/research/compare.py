@@ -18,7 +18,7 @@ from typing import Any
 
 from .base import RunRecord, RunSpec
 from .executors import Executor
-from .grid import CellResult, GridJob, RunLog
+from .grid import CellResult, GridError, GridJob, RunLog
 from .plots import write_charts
 from .tables import markdown, summarize
 
@@ -58,6 +58,7 @@ def run_grid(
     out.mkdir(parents=True, exist_ok=True)
     (out / TRAJECTORIES).mkdir(exist_ok=True)
     log = RunLog(out / RUNS_FILE)
+    _check_one_grid(log, specs)
     pending = log.pending(specs)
     ran = 0
     with _progress(progress, total=len(specs), done=len(specs) - len(pending)) as advance:
@@ -75,6 +76,18 @@ def run_grid(
             executor.run(job, pending, on_result)
     summary, written = write_outputs(job, list(log.records.values()), out, configs=configs, charts=charts)
     return GridOutcome(out, len(specs), len(specs) - len(pending), ran, summary, tuple(written))
+
+
+def _check_one_grid(log: RunLog, specs: Sequence[RunSpec]) -> None:
+    """One directory holds one suite and one model: its tables average over configs only."""
+    for kind in ("suite", "model"):
+        found = {getattr(r.spec, kind) for r in log.records.values()}
+        found |= {getattr(s, kind) for s in specs}
+        if len(found) > 1:
+            raise GridError(
+                f"{log.path.parent} would mix runs of {kind}s {sorted(found)}; its tables compare "
+                f"configs of one {kind}: give each {kind} its own --out directory"
+            )
 
 
 def write_outputs(
