@@ -281,6 +281,12 @@ def test_ablation_deltas_use_only_the_runs_both_sides_have() -> None:
         ("fixed", 10_000),
         ("upstream", 10_000),
     ]
+    by_size = {(row["size"], row["config"]): row for row in summary["ablation_by_size"]}
+    assert set(by_size) == {
+        (10_000, "upstream-without:imports_refused"),
+        (10_000, "fixed-with:separate_scopes"),
+    }
+    assert by_size[10_000, "upstream-without:imports_refused"]["delta_pass_rate"] == 0.5
     text = markdown(summary)
     assert "| `imports_refused` | off in upstream | 2 | 100.0 % | +50.0 pp | 2.00 | -1.00 |" in text
     assert "| `upstream` | 100 k | 1 | 0.0 % |" in text

@@ -107,6 +107,7 @@ def ablation_chart(summary: dict[str, Any], path: Path) -> None:
                 s=12,
             )
             axes.set_yticks(ys, [r["quirk"] for r in mine])
+            axes.invert_yaxis()  # alphabetical from the top
             limit = max([floor, *(abs(v) for v in values)]) * 1.15
             axes.set_xlim(-limit, limit)
             axes.axvline(0, color="black", linewidth=0.8)

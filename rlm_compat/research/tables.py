@@ -75,6 +75,13 @@ def summarize(
         "by_config": [{"config": c, **_figures(by_config[c])} for c in order],
         "cells": cells,
         "ablation": _ablation(by_config),
+        "ablation_by_size": [
+            {"size": size, **row}
+            for size in all_sizes
+            for row in _ablation(
+                {c: [r for r in group if sizes[r.spec.task_id] == size] for c, group in by_config.items()}
+            )
+        ],
     }
 
 
