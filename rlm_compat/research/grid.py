@@ -8,11 +8,13 @@ writer of the grid's directory is the process that started it, whichever engine 
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import hashlib
 import json
 import re
 import tempfile
+import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Sequence
@@ -136,11 +138,17 @@ class GridJob:
         self.cache_size = cache_size
         self._specs: dict[str, TaskSpec] | None = None
         self._built: OrderedDict[str, TaskInstance] = OrderedDict()
+        self._lock = threading.Lock()
 
     def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)
         state["_specs"], state["_built"] = None, OrderedDict()
+        del state["_lock"]
         return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._lock = threading.Lock()
 
     def task_spec(self, task_id: str) -> TaskSpec:
         """The suite's task called ``task_id``."""
@@ -155,15 +163,19 @@ class GridJob:
             ) from None
 
     def task(self, task_id: str) -> TaskInstance:
-        """The built task (cached: building a 1 M-character corpus once per task, not per cell)."""
-        if task_id in self._built:
-            self._built.move_to_end(task_id)
-            return self._built[task_id]
-        built = self.task_spec(task_id).build()
-        self._built[task_id] = built
-        while len(self._built) > self.cache_size:
-            self._built.popitem(last=False)
-        return built
+        """The built task (cached: a 10 M-character corpus is built once per task, not per cell).
+
+        Thread-safe, so cells build in worker threads while other cells' model calls go on.
+        """
+        with self._lock:
+            if task_id in self._built:
+                self._built.move_to_end(task_id)
+                return self._built[task_id]
+            built = self.task_spec(task_id).build()
+            self._built[task_id] = built
+            while len(self._built) > self.cache_size:
+                self._built.popitem(last=False)
+            return built
 
 
 async def run_cell(job: GridJob, spec: RunSpec, trajectory_dir: Path | None = None) -> CellResult:
@@ -176,7 +188,7 @@ async def run_cell(job: GridJob, spec: RunSpec, trajectory_dir: Path | None = No
     from ..core import RLM
 
     task_spec = job.task_spec(spec.task_id)
-    task = job.task(spec.task_id)
+    task = await asyncio.to_thread(job.task, spec.task_id)  # a big corpus must not stall the loop
     client = job.policy(task, spec)
     name = trajectory_name(spec.run_id)
     with tempfile.TemporaryDirectory(prefix="rlm-cell-", dir=trajectory_dir) as scratch:
