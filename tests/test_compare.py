@@ -314,14 +314,29 @@ def test_bad_invocations_are_clear_errors(tmp_path: Path, capsys: pytest.Capture
 def test_a_killed_grid_resumes_where_it_stopped(
     tmp_path: Path, chat_server: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """SIGKILL the CLI mid-grid (runs slowed by the server's latency), then run the same command."""
+    """SIGKILL the CLI mid-grid, then run the same command: only the unfinished runs run.
+
+    The server holds every request after the sixth (a run takes 2 calls under fixed, 3 under
+    upstream; one run at a time), so the first two runs always finish and the kill lands while a
+    later one waits, whatever the machine's load.
+    """
+    import itertools
     import os
     import signal
     import subprocess
     import sys
+    import threading
     import time
 
-    server = chat_server(compare_suite.server_reply, latency=0.1)
+    gate = threading.Event()
+    numbers = itertools.count(1)
+
+    def held_after_six(request: dict[str, Any]) -> str:
+        if next(numbers) > 6:
+            gate.wait(60)
+        return compare_suite.server_reply(request)
+
+    server = chat_server(held_after_six)
     out = tmp_path / "grid"
     argv = [
         *("compare", "--suite", SUITE, "--config", "fixed", "--config", "upstream", "--model", "openai/n"),
@@ -333,12 +348,17 @@ def test_a_killed_grid_resumes_where_it_stopped(
     env["PYTHONPATH"] = os.pathsep.join([tests, *filter(None, [env.get("PYTHONPATH")]), *sys.path])
     child = subprocess.Popen([sys.executable, "-m", "rlm_compat", *argv], env=env)
     log = out / "runs.jsonl"
-    while child.poll() is None and not (log.exists() and log.read_text(encoding="utf-8").count("\n") >= 2):
-        time.sleep(0.02)
-    child.send_signal(signal.SIGKILL)
-    child.wait()
-    before = list(RunLog(log).records.values())  # drops a line the kill may have cut
-    assert 2 <= len(before) < 8
+    deadline = time.monotonic() + 120  # only a broken grid gets near this
+    try:
+        while not (log.exists() and log.read_text(encoding="utf-8").count("\n") >= 2):
+            assert child.poll() is None and time.monotonic() < deadline, "the grid never wrote two runs"
+            time.sleep(0.02)
+    finally:
+        child.send_signal(signal.SIGKILL)
+        child.wait()
+        gate.set()
+    before = list(RunLog(log).records.values())
+    assert 2 <= len(before) <= 3
     monkeypatch.setenv("LOOPBACK_KEY", "sk-loopback")
     assert main(argv) == 0
     records = _records(out)

@@ -58,7 +58,8 @@ class LocalExecutor:
             async with gate:
                 return await run_cell(job, spec, self.scratch)
 
-        for finished in asyncio.as_completed([one(spec) for spec in specs]):
+        started = [asyncio.ensure_future(one(spec)) for spec in specs]  # in plan order
+        for finished in asyncio.as_completed(started):
             on_result(await finished)
 
 
