@@ -309,6 +309,10 @@ def test_bad_invocations_are_clear_errors(tmp_path: Path, capsys: pytest.Capture
         resolve_suite("compare_suite:WORDS")
     with pytest.raises(ConfigurationError, match="runs must be"):
         plan(compare_suite.needle_suite(), ["fixed"], "scripted", 0)
+    with pytest.raises(ConfigurationError, match="has no tasks"):
+        plan(compare_suite.NeedleSuite(sizes=()), ["fixed"], "scripted", 1)
+    with pytest.raises(ConfigurationError, match=r"repeats task ids \['needle-2000-s0'\]"):
+        plan(compare_suite.NeedleSuite(sizes=(2000,), seeds=(0, 0)), ["fixed"], "scripted", 1)
 
 
 def test_a_killed_grid_resumes_where_it_stopped(

@@ -82,9 +82,16 @@ def plan(suite: Suite, configs: Sequence[str], model: str, runs: int) -> list[Ru
         raise ConfigurationError(f"runs must be an integer >= 1, not {runs!r}")
     if not model:
         raise ConfigurationError(f"model must be {SCRIPTED!r} or a litellm model name")
+    tasks = list(suite.tasks())
+    if not tasks:
+        raise ConfigurationError(f"suite {suite.name!r} has no tasks: nothing to compare")
+    ids = [t.task_id for t in tasks]
+    if len(set(ids)) != len(ids):
+        twice = sorted({i for i in ids if ids.count(i) > 1})
+        raise ConfigurationError(f"suite {suite.name!r} repeats task ids {twice}: run ids would collide")
     return [
         RunSpec(suite=suite.name, task_id=task.task_id, config=config, model=model, run_index=index)
-        for task in suite.tasks()
+        for task in tasks
         for config in configs
         for index in range(runs)
     ]
