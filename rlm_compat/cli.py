@@ -50,6 +50,9 @@ def build_parser() -> argparse.ArgumentParser:
     from .research.baseline_cli import register as register_baseline
 
     register_baseline(commands)
+    from .research.compare_cli import register as register_compare
+
+    register_compare(commands)
     return parser
 
 
