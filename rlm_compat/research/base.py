@@ -30,9 +30,10 @@ class Grade:
 class Grader(Protocol):
     """Judges a final answer exactly: extra prose, ambiguity or a wrong value fail."""
 
-    name: str
-    version: str
-
+    @property
+    def name(self) -> str: ...
+    @property
+    def version(self) -> str: ...
     def grade(self, answer: str | None) -> Grade: ...
 
 
@@ -53,11 +54,14 @@ class TaskInstance:
 class TaskSpec(Protocol):
     """One task of a suite before its corpus is built; ``task_id`` is stable across versions."""
 
-    task_id: str
-    kind: str
-    size: int
-    seed: int
-
+    @property
+    def task_id(self) -> str: ...
+    @property
+    def kind(self) -> str: ...
+    @property
+    def size(self) -> int: ...
+    @property
+    def seed(self) -> int: ...
     @property
     def grader(self) -> Grader: ...
 
@@ -68,9 +72,10 @@ class TaskSpec(Protocol):
 class Suite(Protocol):
     """A named, versioned set of tasks (e.g. every kind at 10 k, 100 k, 1 M and 10 M characters)."""
 
-    name: str
-    version: str
-
+    @property
+    def name(self) -> str: ...
+    @property
+    def version(self) -> str: ...
     def tasks(self) -> Iterable[TaskSpec]: ...
 
 

@@ -15,11 +15,10 @@ from ..clients import LLMClient
 from ..errors import ConfigurationError
 from .base import RunSpec, Suite, TaskInstance
 from .grid import SCRIPTED, PolicyFactory
+from .policies import client_for
+from .suites import load_suite
 
 __all__ = ["default_policy", "load_object", "resolve_policy", "resolve_suite"]
-
-_SUITES_MODULE = "rlm_compat.research.suites"
-_POLICIES_MODULE = "rlm_compat.research.policies"
 
 
 def load_object(reference: str) -> Any:
@@ -39,39 +38,28 @@ def load_object(reference: str) -> Any:
     return target
 
 
-def _builtin(module: str, what: str) -> Any:
-    try:
-        return importlib.import_module(module)
-    except ModuleNotFoundError as exc:
-        if exc.name != module:
-            raise
-        raise ConfigurationError(
-            f"this build has no built-in {what} ({module}); name your own as 'package.module:attr'"
-        ) from None
-
-
 def resolve_suite(name: str) -> Suite:
-    """The suite ``--suite`` names: ``package.module:attr`` or a built-in suite name."""
+    """The suite ``--suite`` names: ``package.module:attr``, or a built-in suite name, optionally
+    with a seed count (``quick*3``: every task with seeds 0, 1 and 2)."""
     if ":" in name:
         found = load_object(name)
         suite = found() if callable(found) and not isinstance(found, Suite) else found
         if not isinstance(suite, Suite):
             raise ConfigurationError(f"{name!r} is not a Suite (needs name, version and tasks())")
         return suite
-    suite = _builtin(_SUITES_MODULE, "suites").load_suite(name)
-    if not isinstance(suite, Suite):
-        raise ConfigurationError(f"built-in suite {name!r} is not a Suite")
-    return suite
+    base, star, count = name.partition("*")
+    if not star:
+        return load_suite(name)
+    if not count.isdigit():
+        raise ConfigurationError(f"suite {name!r}: write NAME*SEEDS with a whole number, e.g. 'quick*3'")
+    return load_suite(base, seeds=int(count))
 
 
 def default_policy(task: TaskInstance, spec: RunSpec) -> LLMClient | None:
     """The task's scripted policy for model ``scripted`` (variant = run index); else litellm."""
     if spec.model != SCRIPTED:
         return None
-    client: LLMClient | None = _builtin(_POLICIES_MODULE, "scripted policies").client_for(
-        task, spec.model, variant=spec.run_index
-    )
-    return client
+    return client_for(task, spec.model, variant=spec.run_index)
 
 
 def resolve_policy(reference: str | None) -> PolicyFactory:
