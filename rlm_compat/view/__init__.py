@@ -12,9 +12,11 @@ from pathlib import Path
 
 from .model import (
     Divergence,
+    ReplayMarks,
     TrajectoryModel,
     ViewInputError,
     ViewMissingError,
+    check_replay,
     from_events,
     read_divergence,
 )
@@ -22,6 +24,7 @@ from .sources import detect, read_trajectory_model, register_reader
 
 __all__ = [
     "Divergence",
+    "ReplayMarks",
     "TrajectoryModel",
     "ViewInputError",
     "ViewMissingError",
@@ -38,7 +41,8 @@ def write_view(inputs: list[Path], out: Path, *, divergence: Path | None = None)
     """Write the view of ``inputs`` to ``out``; returns every file written (report first).
 
     One trajectory file, one ``compare`` output directory, or one or more conformance result files
-    (their matrices side by side). ``divergence``: a replay's divergence file to mark (trajectories).
+    (their matrices side by side). ``divergence``: ``rlm-compat replay TRAJECTORY --json`` output
+    for that trajectory, whose divergences are marked.
     """
     if not inputs:
         raise ViewInputError("nothing to view: give a trajectory, a compare directory or conformance results")
@@ -68,6 +72,7 @@ def write_view(inputs: list[Path], out: Path, *, divergence: Path | None = None)
 
     model = read_trajectory_model(inputs[0])
     if divergence is not None:
-        model.divergence = read_divergence(divergence)
+        model.replay = read_divergence(divergence)
+        check_replay(model, model.replay, divergence)
     out.write_text(trajectory_page(model, source=str(inputs[0])), encoding="utf-8")
     return [out]
