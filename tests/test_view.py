@@ -477,6 +477,22 @@ def test_replay_json_is_the_divergence_file(tmp_path: Path, capsys: pytest.Captu
     assert main(["view", str(trajectory), "--divergence", str(report), "-o", str(out)]) == 0
 
 
+def test_replay_view_writes_the_same_marks(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    trajectory = view_data.replayable_trajectory(tmp_path / "run.jsonl")
+    context = ["--context", view_data.REPLAY_CONTEXT, "--profile", "upstream"]
+    assert main(["replay", str(trajectory), "--json", *context]) == 1
+    report = tmp_path / "replay.json"
+    report.write_text(capsys.readouterr().out)
+    assert main(["view", str(trajectory), "--divergence", str(report), "-o", str(tmp_path / "a.html")]) == 0
+    out = tmp_path / "b.html"
+    assert main(["replay", str(trajectory), "--view", str(out), *context]) == 1
+    captured = capsys.readouterr()
+    assert captured.out.startswith("replay of ") and f"wrote {out}" in captured.err
+    via_file = _data_block((tmp_path / "a.html").read_text(), "trajectory-data")["replay"]
+    assert _data_block(out.read_text(), "trajectory-data")["replay"] == via_file
+    assert len(via_file["divergences"]) == 4
+
+
 def test_a_replay_of_another_trajectory_is_refused(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -30,6 +30,7 @@ __all__ = [
     "check_replay",
     "from_events",
     "read_divergence",
+    "replay_marks",
 ]
 
 
@@ -345,6 +346,12 @@ def read_divergence(path: str | Path) -> ReplayMarks:
         data = json.loads(Path(path).read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
         raise ViewInputError(f"cannot read the divergence file {path}: {exc}") from None
+    return replay_marks(data, str(path))
+
+
+def replay_marks(data: Any, path: str = "the replay report") -> ReplayMarks:
+    """The divergences of a replay report (:meth:`rlm_compat.record.replay.ReplayReport.to_dict`,
+    which ``rlm-compat replay --json`` prints); ViewInputError, naming ``path``, for anything else."""
     steps = data.get("steps") if isinstance(data, dict) else None
     if not isinstance(steps, list) or not isinstance(data.get("profile"), str):
         raise ViewInputError(
