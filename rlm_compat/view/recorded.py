@@ -62,8 +62,8 @@ def from_recorded(run: RecordedRun, *, title: str = "") -> TrajectoryModel:
         )
         nodes.append(node)
         leaves: list[NodeModel] = []
-        node.steps.extend(_steps(recorded))
-        for step_model, recorded_step in _with_steps(node.steps, recorded):
+        for step_model, recorded_step in _steps(recorded):
+            node.steps.append(step_model)
             if recorded_step is not None:
                 _link_subcalls(node, step_model, recorded_step, leaves)
         nodes.extend(leaves)
@@ -73,18 +73,18 @@ def from_recorded(run: RecordedRun, *, title: str = "") -> TrajectoryModel:
         source_format=run.format,
         nodes=ordered,
         answer=run.answer,
-        stats={"format": run.format_version},
     )
 
 
-def _steps(node: RecordedNode) -> list[StepModel]:
-    """One StepModel per executed step (its turn's reply on the first), plus turns that ran none."""
+def _steps(node: RecordedNode) -> list[tuple[StepModel, RecordedStep | None]]:
+    """One StepModel per executed step (its turn's reply on the first), plus turns that ran none,
+    each with the recorded step it shows (None for a turn that ran no code)."""
     by_number = {s.number: s for s in node.steps}
     turns = node.turns or tuple(RecordedTurn(s.number, None, (s.number,), s.where) for s in node.steps)
-    out: list[StepModel] = []
+    out: list[tuple[StepModel, RecordedStep | None]] = []
     for turn in turns:
         if not turn.steps:
-            out.append(_bare(turn))
+            out.append((_bare(turn), None))
             continue
         for k, number in enumerate(turn.steps):
             step = by_number[number]
@@ -103,7 +103,7 @@ def _steps(node: RecordedNode) -> list[StepModel]:
                 model.notes.append(f"code block {k + 1} of {len(turn.steps)} of this reply")
             if k == len(turn.steps) - 1 and turn.final_answer is not None:
                 model.notes.append(f"the reply ended the run with final answer {turn.final_answer!r}")
-            out.append(model)
+            out.append((model, step))
     return out
 
 
@@ -112,11 +112,6 @@ def _bare(turn: RecordedTurn) -> StepModel:
     if turn.final_answer is not None:
         step.notes.append(f"no code: the reply gave the final answer {turn.final_answer!r}")
     return step
-
-
-def _with_steps(models: list[StepModel], node: RecordedNode) -> list[tuple[StepModel, RecordedStep | None]]:
-    by_number = {s.number: s for s in node.steps}
-    return [(m, by_number.get(m.replay_step) if m.replay_step else None) for m in models]
 
 
 def _link_subcalls(node: NodeModel, model: StepModel, step: RecordedStep, leaves: list[NodeModel]) -> None:
