@@ -359,6 +359,23 @@ def test_missing_extra_is_named(
     assert not (tmp_path / "o.html").exists()
 
 
+def test_replay_view_without_the_extra_stops_before_replaying(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util, "find_spec", lambda name, *a: None if name == "jinja2" else real(name, *a)
+    )
+    out = tmp_path / "r.html"
+    rlms = REPLAY_DATA / "rlms_run.jsonl"
+    assert main(["replay", str(rlms), "--no-context", "--view", str(out)]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == "" and "pip install 'rlm-compat[view]'" in captured.err
+    assert not out.exists()
+
+
 def test_help_lists_view(capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit):
         main(["view", "--help"])
