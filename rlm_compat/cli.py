@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import itertools
+import os
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -80,6 +81,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:
+        # stdout's reader went away (`rlm-compat replay ... | head`): stop quietly, as Unix tools do,
+        # and keep Python's exit-time flush from raising again
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141
 
 
 def _register_run(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

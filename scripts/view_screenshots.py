@@ -16,7 +16,7 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-NAMES = ("view-trajectory.png", "view-compare.png", "view-conformance.png")
+NAMES = ("view-trajectory.png", "view-compare.png", "view-conformance.png", "view-replay.png")
 
 
 def main() -> int:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -500,3 +501,32 @@ def test_rlms_child_rlms_are_replayed_over_the_prompt_they_were_given() -> None:
     )
     assert [o.diverged for o in upstream.outcomes] == [False, True]  # the child's `import re`
     assert "__import__ not found" in (upstream.divergences[0].observation or "")
+
+
+def test_a_closed_pipe_ends_the_output_quietly() -> None:
+    """`rlm-compat replay ... | head`: a reader that went away is no traceback (exit 141, as Unix tools)."""
+    read_end, write_end = os.pipe()
+    os.close(read_end)  # every write to stdout now fails with EPIPE, deterministically
+    try:
+        done = subprocess.run(
+            [
+                sys.executable,
+                "-c",
+                "import sys; from rlm_compat.cli import main; sys.exit(main())",
+                "replay",
+                str(DATA / "rlms_run.jsonl"),
+                "--all",
+                "--profile",
+                "upstream",
+                "--context-file",
+                str(DATA / "context.txt"),
+            ],
+            stdout=write_end,
+            stderr=subprocess.PIPE,
+            text=True,
+            timeout=120,
+        )
+    finally:
+        os.close(write_end)
+    assert "Traceback" not in done.stderr and "BrokenPipe" not in done.stderr, done.stderr
+    assert done.returncode == 141

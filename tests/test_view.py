@@ -16,11 +16,14 @@ import pytest
 import view_data
 
 from rlm_compat.cli import main
+from rlm_compat.errors import TrajectoryError
 from rlm_compat.record import read_trajectory
+from rlm_compat.record.foreign import load_run
 from rlm_compat.view import (
     TrajectoryModel,
     ViewInputError,
     from_events,
+    read_divergence,
     read_trajectory_model,
     register_reader,
     write_view,
@@ -334,11 +337,11 @@ def test_bad_inputs_get_typed_errors(
 def test_bad_divergence_and_mixed_inputs(tmp_path: Path) -> None:
     trajectory = view_data.tree_trajectory(tmp_path / "run.jsonl")
     bad = tmp_path / "d.json"
-    bad.write_text('{"reason": "x", "line": 3}')
-    with pytest.raises(ViewInputError, match="unknown divergence field"):
+    bad.write_text('{"reason": "x", "node_id": "rlm-1", "iteration": 3}')  # not a replay report
+    with pytest.raises(ViewInputError, match=re.escape("output of `rlm-compat replay TRAJECTORY --json`")):
         write_view([trajectory], tmp_path / "o.html", divergence=bad)
-    bad.write_text("[1]")
-    with pytest.raises(ViewInputError, match="string 'reason'"):
+    bad.write_text('{"profile": "upstream", "steps": [{"node": "rlm-1"}]}')
+    with pytest.raises(ViewInputError, match=r"steps\[0\] lacks 'step'"):
         write_view([trajectory], tmp_path / "o.html", divergence=bad)
     with pytest.raises(ViewInputError, match="several inputs"):
         write_view([trajectory, trajectory], tmp_path / "o.html")
@@ -364,7 +367,169 @@ def test_missing_extra_is_named(
     assert not (tmp_path / "o.html").exists()
 
 
+def test_replay_view_without_the_extra_stops_before_replaying(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util, "find_spec", lambda name, *a: None if name == "jinja2" else real(name, *a)
+    )
+    out = tmp_path / "r.html"
+    rlms = REPLAY_DATA / "rlms_run.jsonl"
+    assert main(["replay", str(rlms), "--no-context", "--view", str(out)]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == "" and "pip install 'rlm-compat[view]'" in captured.err
+    assert not out.exists()
+
+
 def test_help_lists_view(capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit):
         main(["view", "--help"])
     assert "--divergence" in capsys.readouterr().out
+
+
+# Foreign trajectories and replays: read by the importers `rlm-compat replay` uses.
+
+REPLAY_DATA = Path(__file__).parent / "data" / "replay"
+
+
+def _replay_steps(model: TrajectoryModel) -> list[tuple[str, int]]:
+    return [(n.node_id, s.replay_step) for n in model.nodes for s in n.steps if s.replay_step is not None]
+
+
+def test_an_rlms_log_renders_from_the_importers_reading() -> None:
+    model = read_trajectory_model(REPLAY_DATA / "rlms_run.jsonl")
+    run = load_run(REPLAY_DATA / "rlms_run.jsonl")
+    assert model.source_format == "rlms" and model.answer == "2"
+    root, leaf = model.nodes
+    assert root.model == "gpt-5-mini" and root.answer == "2"
+    assert leaf.kind == "leaf" and leaf.query == "Summarise these shipped orders: [17, 40]"
+    assert leaf.answer == "Orders 17 and 40 were shipped."
+    assert [b.children for s in root.steps for b in s.subcalls] == [["root.call-1"]]
+    # one step per code block, numbered as replay numbers them, with the recorded code and output
+    assert _replay_steps(model) == [("root", s.number) for s in run.steps]
+    executed = [s for s in root.steps if s.replay_step is not None]
+    assert [s.code for s in executed] == [s.code for s in run.steps]
+    assert [s.output for s in executed] == [s.observation for s in run.steps]
+    # iteration 3 ran two code blocks: its reply is on the first, both say so
+    third = [s for s in root.steps if s.iteration == 3]
+    assert len(third) == 2 and third[0].reply and "```repl" in third[0].reply and third[1].reply is None
+    assert "code block 2 of 2 of this reply" in third[1].notes
+    # the last iteration ran no code: it is shown, with its final answer
+    last = root.steps[-1]
+    assert last.replay_step is None and last.code is None and last.reply
+    assert any("final answer '2'" in note for note in last.notes)
+
+
+def test_an_rlms_child_rlm_and_plain_call_become_linked_nodes() -> None:
+    model = read_trajectory_model(REPLAY_DATA / "rlms_nested.jsonl")
+    ids = [n.node_id for n in model.nodes]
+    assert ids == ["root", "root.1", "root.call-1"]  # each node before the nodes it started
+    root, child, leaf = model.nodes
+    (batch,) = root.steps[0].subcalls
+    assert batch.count == 2 and batch.children == ["root.1", "root.call-1"]
+    assert root.children == ["root.1", "root.call-1"]
+    assert child.kind == "rlm" and child.depth == 1 and child.answer == "2"
+    assert child.query is not None and child.query.startswith("Count these orders: Order 17")
+    assert child.steps[0].code == "import re\nprint(len(re.findall('shipped', context)))"
+    assert leaf.kind == "leaf" and leaf.query == "Say hi" and leaf.answer == "hi"
+    assert leaf.steps[0].call is not None and leaf.steps[0].call.latency_seconds == 0.2
+
+
+@pytest.mark.parametrize("name", ["dspy_prediction.json", "dspy_entries.jsonl"])
+def test_dspy_trajectories_render(name: str, tmp_path: Path) -> None:
+    out = tmp_path / "d.html"
+    assert main(["view", str(REPLAY_DATA / name), "-o", str(out)]) == 0
+    data = _data_block(out.read_text(), "trajectory-data")
+    assert data["source_format"] == "dspy"
+    steps = data["nodes"][0]["steps"]
+    assert [s["replay_step"] for s in steps] == [1, 2, 3, 4, 5]
+    assert "".join(steps[0]["hl_reply"][1::2]) == "Look at the data first."  # the reasoning
+    assert steps[3]["error"] is True and steps[3]["output"].startswith("[Error] NameError")
+    assert data["answer"] == ("2" if name.endswith(".json") else None)
+
+
+def test_a_corrupt_foreign_log_gives_the_importers_error(tmp_path: Path) -> None:
+    lines = (REPLAY_DATA / "rlms_run.jsonl").read_text().splitlines()
+    broken = tmp_path / "broken.jsonl"
+    broken.write_text("\n".join([lines[0], lines[1][:80], *lines[2:]]) + "\n")
+    with pytest.raises(TrajectoryError) as replay_error:
+        load_run(broken)
+    with pytest.raises(ViewInputError) as view_error:
+        write_view([broken], tmp_path / "o.html")
+    assert str(view_error.value) == str(replay_error.value) and "line 2" in str(view_error.value)
+
+
+def test_a_random_json_file_is_still_refused(tmp_path: Path) -> None:
+    odd = tmp_path / "odd.json"
+    odd.write_text('{"answer": "2"}')
+    with pytest.raises(ViewInputError, match=re.escape("nor a dspy.RLM trajectory")):
+        write_view([odd], tmp_path / "o.html")
+
+
+def test_replay_json_is_the_divergence_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    trajectory = view_data.replayable_trajectory(tmp_path / "run.jsonl")
+    context = ["--context", view_data.REPLAY_CONTEXT]
+    assert main(["replay", str(trajectory), "--profile", "upstream", "--json", *context]) == 1
+    report = tmp_path / "replay.json"
+    report.write_text(capsys.readouterr().out)
+    printed = json.loads(report.read_text())
+    marks = read_divergence(report)
+    assert marks.profile == "upstream" and marks.steps == len(printed["steps"])
+    assert [(d.node_id, d.step) for d in marks.divergences] == [
+        (s["node"], s["step"]) for s in printed["steps"] if s["diverged"]
+    ]
+    first = marks.divergences[0]
+    assert first.node_id == "rlm-1" and first.step == 1 and first.recorded == "5"
+    assert first.reason == "fails under upstream; it ran in the recording"
+    assert first.replayed is not None and "__import__" in first.replayed
+    assert any(d.node_id != "rlm-1" for d in marks.divergences)  # the child's own divergence
+
+    out = tmp_path / "run.html"
+    assert main(["view", str(trajectory), "--divergence", str(report), "-o", str(out)]) == 0
+    data = _data_block(out.read_text(), "trajectory-data")
+    assert data["replay"]["profile"] == "upstream"
+    assert len(data["replay"]["divergences"]) == printed["divergences"]
+    steps = {(n["node_id"], s["replay_step"]) for n in data["nodes"] for s in n["steps"]}
+    assert all((d["node_id"], d["step"]) in steps for d in data["replay"]["divergences"])
+
+    # an identical replay is a divergence file too: nothing to mark, the banner says identical
+    assert main(["replay", str(trajectory), "--json", *context]) == 0
+    report.write_text(capsys.readouterr().out)
+    assert read_divergence(report).divergences == []
+    assert main(["view", str(trajectory), "--divergence", str(report), "-o", str(out)]) == 0
+
+
+def test_replay_view_writes_the_same_marks(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    trajectory = view_data.replayable_trajectory(tmp_path / "run.jsonl")
+    context = ["--context", view_data.REPLAY_CONTEXT, "--profile", "upstream"]
+    assert main(["replay", str(trajectory), "--json", *context]) == 1
+    report = tmp_path / "replay.json"
+    report.write_text(capsys.readouterr().out)
+    assert main(["view", str(trajectory), "--divergence", str(report), "-o", str(tmp_path / "a.html")]) == 0
+    out = tmp_path / "b.html"
+    assert main(["replay", str(trajectory), "--view", str(out), *context]) == 1
+    captured = capsys.readouterr()
+    assert captured.out.startswith("replay of ") and f"wrote {out}" in captured.err
+    via_file = _data_block((tmp_path / "a.html").read_text(), "trajectory-data")["replay"]
+    assert _data_block(out.read_text(), "trajectory-data")["replay"] == via_file
+    assert len(via_file["divergences"]) == 4
+
+
+def test_a_replay_of_another_trajectory_is_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    rlms = REPLAY_DATA / "rlms_run.jsonl"
+    context = ["--context-file", str(REPLAY_DATA / "context.txt")]
+    assert main(["replay", str(rlms), "--profile", "upstream", "--json", *context]) == 1
+    report = tmp_path / "replay.json"
+    report.write_text(capsys.readouterr().out)
+    with pytest.raises(ViewInputError, match="a replay of another trajectory"):
+        write_view([REPLAY_DATA / "rlms_nested.jsonl"], tmp_path / "o.html", divergence=report)
+    written = write_view([rlms], tmp_path / "o.html", divergence=report)  # its own trajectory
+    data = _data_block(written[0].read_text(), "trajectory-data")
+    assert [d["step"] for d in data["replay"]["divergences"]] == [
+        s["step"] for s in json.loads(report.read_text())["steps"] if s["diverged"]
+    ]

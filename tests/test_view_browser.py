@@ -205,28 +205,86 @@ def test_conformance_view_filters_and_side_by_side(browser: Any, tmp_path: Path)
     page.close()
 
 
+def replay_json(trajectory: Path, out: Path, *args: str) -> Path:
+    """``rlm-compat replay TRAJECTORY --json ARGS > out`` (exit 0 or 1: identical or diverged)."""
+    import contextlib
+    import io
+
+    buffer = io.StringIO()
+    with contextlib.redirect_stdout(buffer):
+        assert main(["replay", str(trajectory), "--json", *args]) in (0, 1)
+    out.write_text(buffer.getvalue())
+    return out
+
+
 def test_replay_divergence_is_marked(browser: Any, tmp_path: Path) -> None:
-    trajectory = view_data.tree_trajectory(tmp_path / "run.jsonl")
-    divergence = tmp_path / "divergence.json"
-    divergence.write_text(
-        json.dumps(
-            {
-                "reason": "reply differs from the recording",
-                "node_id": "rlm-1",
-                "iteration": 3,
-                "recorded": "ratio = 1 / 0",
-                "replayed": "ratio = 1 / 2",
-            }
-        )
+    """A real run (litellm -> loopback server) recorded under fixed, replayed under upstream, viewed."""
+    trajectory = view_data.replayable_trajectory(tmp_path / "run.jsonl")
+    report = replay_json(
+        trajectory, tmp_path / "d.json", "--profile", "upstream", "--context", view_data.REPLAY_CONTEXT
     )
-    html = view([trajectory], tmp_path / "run.html", "--divergence", str(divergence))
+    diverged = [s for s in json.loads(report.read_text())["steps"] if s["diverged"]]
+    html = view([trajectory], tmp_path / "run.html", "--divergence", str(report))
     page = Page(browser, html)
     p = page.page
-    assert "reply differs from the recording" in p.inner_text("#divergence-banner")
+    banner = p.inner_text("#divergence-banner")
+    assert "Replayed under profile upstream" in banner and f"{len(diverged)} of 5 steps diverge" in banner
+    assert "fails under upstream; it ran in the recording" in banner
     p.click("#goto-divergence")
-    marked = p.locator(".step.diverged")
-    assert marked.count() == 1 and marked.is_visible()
-    assert "iteration 3" in marked.inner_text() and "ratio = 1 / 2" in marked.inner_text()
+    first = p.locator("#step-rlm-1-0")
+    assert "diverged" in (first.get_attribute("class") or "") and first.is_visible()
+    text = first.inner_text()
+    assert "replay diverged here" in text and "__import__ not found" in text  # the new observation
+    assert "RECORDED OBSERVATION" in text.upper() and "REPLAYED UNDER UPSTREAM" in text.upper()
+    # the next one is inside the child RLM, collapsed until the button opens it
+    child = diverged[1]["node"]
+    assert child != "rlm-1"
+    p.click("#goto-divergence")
+    marked = p.locator(f"#node-{child} .step.diverged").first
+    assert marked.is_visible() and "_inplacevar_" in marked.inner_text()
+    assert p.locator(f"#node-{child}").get_attribute("class") is not None
+    assert "open" in (p.locator(f"#node-{child}").get_attribute("class") or "")
+    p.click("#expand-all")
+    assert p.locator(".step.diverged").count() == len(diverged)  # every divergence is marked
+    page.shot("view-replay.png")
+    assert page.events == []
+    page.close()
+
+
+def test_foreign_logs_render_and_their_replay_is_marked(browser: Any, tmp_path: Path) -> None:
+    data = Path(__file__).parent / "data" / "replay"
+    html = view([data / "rlms_nested.jsonl"], tmp_path / "nested.html")
+    page = Page(browser, html)
+    p = page.page
+    assert p.inner_text("#final-answer") == "2"
+    assert "rlms" in p.inner_text("#run-summary")
+    child_code = p.locator("#node-root\\.1 pre.code").filter(has_text="re.findall('shipped', context)")
+    assert child_code.count() == 0  # the child is collapsed: not even built
+    p.locator("a.child-link", has_text="root.1").click()
+    assert child_code.first.is_visible()
+    p.locator("a.child-link", has_text="root.call-1").click()
+    assert p.locator("#node-root\\.call-1").get_by_text("Say hi").first.is_visible()
+    page.close()
+
+    html = view([data / "dspy_prediction.json"], tmp_path / "dspy.html")
+    page = Page(browser, html)
+    p = page.page
+    p.fill("#search", "totl")
+    p.press("#search", "Enter")
+    hit = p.locator(".step.hit")
+    assert hit.is_visible() and "Oops." in hit.inner_text() and "[Error] NameError" in hit.inner_text()
+    page.close()
+
+    rlms = data / "rlms_run.jsonl"
+    context = ["--context-file", str(data / "context.txt")]
+    report = replay_json(rlms, tmp_path / "d.json", "--profile", "upstream-without:imports_refused", *context)
+    page = Page(browser, view([rlms], tmp_path / "rlms.html", "--divergence", str(report)))
+    p = page.page
+    p.click("#goto-divergence")  # rlms' first divergence: the in-place counter of iteration 3
+    marked = p.locator(".step.diverged").first
+    assert marked.is_visible() and "iteration 3" in marked.inner_text()
+    assert "shipped += 1" in marked.inner_text() and "_inplacevar_" in marked.inner_text()
+    assert page.events == []
     page.close()
 
 

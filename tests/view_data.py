@@ -66,6 +66,30 @@ def tree_trajectory(path: Path) -> Path:
     return path
 
 
+REPLAY_CONTEXT = "alpha beta gamma delta epsilon"
+
+
+def replayable_trajectory(path: Path) -> Path:
+    """A run under ``fixed`` whose code diverges under ``upstream`` in the root (the import is
+    refused) and in its child RLM (``n += 1`` fails), while the step between them matches.
+    Replay it with the context :data:`REPLAY_CONTEXT`."""
+
+    def script(request: dict[str, Any]) -> str:
+        messages = request["messages"]
+        if "Depth: 1" in messages[0]["content"]:
+            child = ["```python\nn = 0\nfor w in context.split():\n    n += 1\nprint(n)\n```", 'FINAL("2")']
+            return child[_turn(messages)]
+        root = [
+            "```python\nimport re\nwords = re.findall(r'[a-z]+', context)\nprint(len(words))\n```",
+            "```python\nhalf = recursive_llm('count the words', context[:11])\nprint('child says', half)\n```",
+            'FINAL("5")',
+        ]
+        return root[_turn(messages)]
+
+    assert _run(path, script, query="How many words?", context=REPLAY_CONTEXT) == "5"
+    return path
+
+
 def xss_trajectory(path: Path) -> Path:
     """Replies, code, observations, a sub-call prompt and the answer all carry script payloads."""
 

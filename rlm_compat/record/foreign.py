@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import TrajectoryError
-from .steps import RecordedNode, RecordedRun, RecordedStep, RecordedSubcall, from_trajectory
+from .steps import RecordedNode, RecordedRun, RecordedStep, RecordedSubcall, RecordedTurn, from_trajectory
 from .trajectory import SCHEMA_NAME, json_lines
 
 __all__ = ["FORMATS", "detect_format", "from_dspy", "from_rlms", "load_run"]
@@ -89,17 +89,19 @@ def from_rlms(path: str | os.PathLike[str]) -> RecordedRun:
     """An ``rlms`` JSONL log (see the module doc) as the steps of its root and child RLMs."""
     iterations: list[tuple[str, Any]] = []
     max_depth: int | None = None
+    model = ""
     for line, record in json_lines(path):
         kind = record.get("type")
         if kind == "metadata":
             depth = record.get("max_depth")
             max_depth = depth if isinstance(depth, int) and not isinstance(depth, bool) else None
+            model = _string(record.get("root_model"))
         elif kind == "iteration":
             iterations.append((f"line {line}", record))
         else:
             raise TrajectoryError(f"{path}: line {line}: type {kind!r}, expected 'metadata' or 'iteration'")
     reader = _RlmsReader(str(path))
-    root = reader.node("root", "", 0, iterations)
+    root = reader.node("root", "", 0, iterations, model)
     if not reader.steps:
         raise TrajectoryError(f"{path}: no code block in any iteration: nothing to replay")
     return RecordedRun(
@@ -110,6 +112,7 @@ def from_rlms(path: str | os.PathLike[str]) -> RecordedRun:
         max_depth=max_depth,
         extra_names=("context_0",),
         child_context="query",
+        answer=root.answer,
     )
 
 
@@ -122,15 +125,31 @@ class _RlmsReader:
         self.steps = 0
         self.children: list[RecordedNode] = []
 
-    def node(self, node_id: str, parent: str, depth: int, iterations: list[tuple[str, Any]]) -> RecordedNode:
+    def node(
+        self, node_id: str, parent: str, depth: int, iterations: list[tuple[str, Any]], model: str
+    ) -> RecordedNode:
         steps: list[RecordedStep] = []
-        for where, record in iterations:
+        turns: list[RecordedTurn] = []
+        for number, (where, record) in enumerate(iterations, 1):
             blocks = record.get("code_blocks") if isinstance(record, dict) else None
             if not isinstance(blocks, list):
                 raise TrajectoryError(f"{self.path}: {where}: an iteration without a code_blocks list")
+            first = len(steps) + 1
             for index, block in enumerate(blocks, 1):
                 steps.append(self.step(node_id, depth, f"{where}, code block {index}", block, len(steps) + 1))
-        return RecordedNode(node_id, parent, depth, "", None, tuple(steps))
+            iteration = record.get("iteration")
+            turns.append(
+                RecordedTurn(
+                    iteration=iteration if isinstance(iteration, int) else number,
+                    reply=_string(record.get("response")) or None,
+                    steps=tuple(range(first, len(steps) + 1)),
+                    where=where,
+                    final_answer=_answer(record.get("final_answer")),
+                    seconds=_seconds(record.get("iteration_time")),
+                )
+            )
+        answer = next((t.final_answer for t in reversed(turns) if t.final_answer is not None), None)
+        return RecordedNode(node_id, parent, depth, "", None, tuple(steps), tuple(turns), model, answer)
 
     def step(self, node_id: str, depth: int, where: str, block: Any, number: int) -> RecordedStep:
         path = self.path
@@ -147,16 +166,20 @@ class _RlmsReader:
         subcalls = []
         for k, call in enumerate(c for c in calls if isinstance(c, dict)):
             reply = str(call.get("response", ""))
+            prompt, model = _prompt(call.get("prompt")), _string(call.get("root_model"))
+            seconds = _seconds(call.get("execution_time"))
             metadata = call.get("metadata")
             child_iterations = metadata.get("iterations") if isinstance(metadata, dict) else None
             if not isinstance(child_iterations, list):
-                subcalls.append(RecordedSubcall("any", reply=reply))
+                subcalls.append(RecordedSubcall("any", reply, prompt=prompt, model=model, seconds=seconds))
                 continue
             child_id = f"{node_id}.{len(self.children) + 1}"
             child_where = f"{where}, sub-call {k + 1}"
             numbered = [(f"{child_where}, iteration {j}", it) for j, it in enumerate(child_iterations, 1)]
-            self.children.append(self.node(child_id, node_id, depth + 1, numbered))
-            subcalls.append(RecordedSubcall("child", reply=reply, child=child_id))
+            self.children.append(self.node(child_id, node_id, depth + 1, numbered, model))
+            subcalls.append(
+                RecordedSubcall("child", reply, child=child_id, prompt=prompt, model=model, seconds=seconds)
+            )
         self.steps += 1
         observation = stdout
         if stderr:
@@ -177,6 +200,7 @@ def from_dspy(path: str | os.PathLike[str]) -> RecordedRun:
     """A dspy.RLM trajectory (see the module doc) as the steps of one root node."""
     text = _read(path)
     entries: list[tuple[str, Any]]
+    answer: str | None = None
     try:
         document: Any = json.loads(text)
     except json.JSONDecodeError:
@@ -186,6 +210,7 @@ def from_dspy(path: str | os.PathLike[str]) -> RecordedRun:
             entries = [(f"line {line}", record) for line, record in json_lines(path)]
         else:
             if isinstance(document, dict):
+                answer = _answer(document.get("answer"))
                 key = next((k for k in _DSPY_KEYS if k in document), None)
                 document = document.get(key) if key else None
             if not isinstance(document, list):
@@ -195,6 +220,7 @@ def from_dspy(path: str | os.PathLike[str]) -> RecordedRun:
                 )
             entries = [(f"entry {i}", entry) for i, entry in enumerate(document, 1)]
     steps: list[RecordedStep] = []
+    turns: list[RecordedTurn] = []
     for where, entry in entries:
         code = entry.get("code") if isinstance(entry, dict) else None
         output = entry.get("output") if isinstance(entry, dict) else None
@@ -212,16 +238,42 @@ def from_dspy(path: str | os.PathLike[str]) -> RecordedRun:
                 seq=number,
             )
         )
+        turns.append(RecordedTurn(number, _string(entry.get("reasoning")) or None, (number,), where))
     if not steps:
         raise TrajectoryError(f"{path}: the trajectory has no entries: nothing to replay")
-    root = RecordedNode("root", "", 0, "", None, tuple(steps))
+    root = RecordedNode("root", "", 0, "", None, tuple(steps), tuple(turns), answer=answer)
     return RecordedRun(
         path=str(path),
         format="dspy",
         format_version=DSPY_VERSION,
         nodes=(root,),
         extra_names=("SUBMIT",),
+        answer=answer,
     )
+
+
+def _string(value: Any) -> str:
+    return value if isinstance(value, str) else ""
+
+
+def _answer(value: Any) -> str | None:
+    """A recorded final answer as text (rlms keeps what FINAL got, which need not be a string)."""
+    if value is None:
+        return None
+    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+
+
+def _seconds(value: Any) -> float | None:
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
+def _prompt(value: Any) -> str | None:
+    """A sub-call's prompt: rlms keeps a string, or the message list it sent (the last one shown)."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, list) and value and isinstance(value[-1], dict):
+        return _string(value[-1].get("content"))
+    return None
 
 
 def _read(path: str | os.PathLike[str]) -> str:

@@ -50,6 +50,14 @@ def register(subparsers: Any) -> None:
         "--api", default=None, help="REPL namespace preset: 2fb46cc or 0.5 (default: the recording's)"
     )
     p.add_argument("--timeout", type=float, default=None, help="seconds per step (default: the recording's)")
+    p.add_argument(
+        "--view",
+        type=Path,
+        default=None,
+        metavar="REPORT.html",
+        help="also write the trajectory's HTML view with every divergence marked (needs the view extra; "
+        "the same as `rlm-compat view TRAJECTORY --divergence` of this command's --json output)",
+    )
     context_arguments(p)
     p.set_defaults(handler=_replay)
 
@@ -81,6 +89,10 @@ def _replay(args: argparse.Namespace) -> int:
     from .replay import replay
 
     try:
+        if args.view is not None:
+            from ..view.render import require
+
+            require()  # before the replay, not after it
         run = load_run(args.trajectory, args.format)
         report = replay(
             run,
@@ -98,4 +110,13 @@ def _replay(args: argparse.Namespace) -> int:
         print(json.dumps(report.to_dict(), indent=2, ensure_ascii=False))
     else:
         print(report.render(every=args.all))
+    if args.view is not None:
+        from ..view import write_view
+
+        try:
+            write_view([args.trajectory], args.view, replay_report=report.to_dict())
+        except ConfigurationError as exc:
+            print(f"rlm-compat replay: --view: {exc}", file=sys.stderr)
+            return 2
+        print(f"wrote {args.view}", file=sys.stderr)
     return 0 if report.identical else 1

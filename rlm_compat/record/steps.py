@@ -18,7 +18,14 @@ from typing import Any
 from ..errors import TrajectoryError
 from .trajectory import SCHEMA_NAME, SCHEMA_VERSION, read_trajectory_lines
 
-__all__ = ["RecordedNode", "RecordedRun", "RecordedStep", "RecordedSubcall", "from_trajectory"]
+__all__ = [
+    "RecordedNode",
+    "RecordedRun",
+    "RecordedStep",
+    "RecordedSubcall",
+    "RecordedTurn",
+    "from_trajectory",
+]
 
 SUBCALL_KINDS = ("leaf", "child", "any")
 """``leaf``: a plain model call (``llm_query``...); ``child``: a child RLM (``recursive_llm``,
@@ -36,6 +43,10 @@ class RecordedSubcall:
     """``"<Type>: <message>"`` of a failed call, raised again when the code asks for it."""
     child: str = ""
     """For ``child``: the node id of the RLM that answered, replayed in its turn."""
+    prompt: str | None = None
+    """What the code asked (foreign formats that keep it; shown by ``rlm-compat view``, not replayed)."""
+    model: str = ""
+    seconds: float | None = None
 
 
 @dataclass(frozen=True)
@@ -58,6 +69,25 @@ class RecordedStep:
 
 
 @dataclass(frozen=True)
+class RecordedTurn:
+    """One model reply of a foreign log and the steps that ran its code.
+
+    Replay needs only the steps; ``rlm-compat view`` shows a foreign run from the same reading
+    (no second parser of those formats), so the reply around the code, the iterations that ran no
+    code (a bare ``FINAL(...)``) and their timing are kept here.
+    """
+
+    iteration: int
+    reply: str | None
+    """The model's whole reply (``rlms``' ``response``; dspy.RLM's ``reasoning``)."""
+    steps: tuple[int, ...]
+    """The ``number`` of each step of the node that ran this reply's code, in order."""
+    where: str
+    final_answer: str | None = None
+    seconds: float | None = None
+
+
+@dataclass(frozen=True)
 class RecordedNode:
     """One RLM of the tree (the root, or a child a parent's code started) and its steps."""
 
@@ -67,6 +97,10 @@ class RecordedNode:
     query: str
     context_chars: int | None
     steps: tuple[RecordedStep, ...]
+    turns: tuple[RecordedTurn, ...] = ()
+    """The model's replies (foreign formats; ours are read for viewing from the events instead)."""
+    model: str = ""
+    answer: str | None = None
 
 
 @dataclass(frozen=True)
@@ -94,6 +128,8 @@ class RecordedRun:
     extra_names: tuple[str, ...] = ()
     """Names the producer's REPL defines that ours does not, provided during replay
     (``context_0``: an alias of ``context``; ``SUBMIT``: dspy.RLM's way to answer)."""
+    answer: str | None = None
+    """The run's final answer, when the format records one."""
 
     @property
     def steps(self) -> tuple[RecordedStep, ...]:

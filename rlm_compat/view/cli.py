@@ -38,8 +38,8 @@ def register(commands: Any) -> None:
         type=Path,
         default=None,
         metavar="FILE.json",
-        help="mark where a replay diverged: a JSON object with 'reason' and optionally 'node_id', "
-        "'iteration', 'sequence', 'recorded', 'replayed' (docs/view.md)",
+        help="mark every step where a replay of this trajectory diverged: the output of "
+        "`rlm-compat replay TRAJECTORY --json` (docs/view.md)",
     )
     p.set_defaults(handler=_view)
 

@@ -21,13 +21,16 @@ __all__ = [
     "CallInfo",
     "Divergence",
     "NodeModel",
+    "ReplayMarks",
     "StepModel",
     "SubcallModel",
     "TrajectoryModel",
     "ViewInputError",
     "ViewMissingError",
+    "check_replay",
     "from_events",
     "read_divergence",
+    "replay_marks",
 ]
 
 
@@ -69,7 +72,9 @@ class StepModel:
     """One iteration of an RLM node: the model's reply, the code run, what the model read next.
 
     ``code`` is ``None`` when it is the reply itself (rlm_compat runs the whole response);
-    ``sequence`` is the first event of the step, so a replay divergence can point at it.
+    ``sequence`` is the first event of the step; ``replay_step`` the number ``rlm-compat replay``
+    gives the step (1-based among its node's executed REPL steps; None: nothing was executed), so
+    a replay report's divergences find their steps.
     """
 
     iteration: int
@@ -81,6 +86,7 @@ class StepModel:
     duration_seconds: float | None = None
     subcalls: list[SubcallModel] = dataclasses.field(default_factory=list)
     sequence: int | None = None
+    replay_step: int | None = None
     notes: list[str] = dataclasses.field(default_factory=list)
     """What else happened in the step: retries, failed attempts, rejected answers, normalised replies."""
 
@@ -118,14 +124,26 @@ class NodeModel:
 
 @dataclasses.dataclass
 class Divergence:
-    """Where a replay stopped matching its recording (from ``rlm-compat replay``; docs/view.md)."""
+    """One step a replay ran differently from the recording (or did not reach)."""
 
     reason: str
-    node_id: str | None = None
-    iteration: int | None = None
-    sequence: int | None = None
+    node_id: str
+    step: int
+    """The replay's step number: 1-based among the node's executed steps (StepModel.replay_step)."""
+    where: str = ""
     recorded: str | None = None
     replayed: str | None = None
+
+
+@dataclasses.dataclass
+class ReplayMarks:
+    """A replay of this trajectory (``rlm-compat replay --json``): the profile and every divergence."""
+
+    profile: str
+    isolation: str
+    steps: int
+    divergences: list[Divergence]
+    trajectory: str = ""
 
 
 @dataclasses.dataclass
@@ -141,7 +159,8 @@ class TrajectoryModel:
     error: str | None = None
     stats: dict[str, Any] = dataclasses.field(default_factory=dict)
     redacted: bool = False
-    divergence: Divergence | None = None
+    replay: ReplayMarks | None = None
+    """Set when the trajectory is viewed with a replay of it: its divergences are marked."""
 
     def to_json(self) -> dict[str, Any]:
         """Plain data for the page's embedded JSON (texts unescaped: the page uses textContent)."""
@@ -171,6 +190,7 @@ def from_events(
     calls: dict[str, tuple[str, CallInfo, int, int | None]] = {}
     pending: dict[str, StepModel] = {}
     open_batches: dict[str, SubcallModel] = {}
+    executed: dict[str, int] = {}  # repl_steps per node: replay numbers a node's steps this way
     model = TrajectoryModel(
         title=title or f"run {header.get('run_id', '')}".strip(),
         source_format="rlm_compat",
@@ -271,6 +291,7 @@ def from_events(
                 noted.notes.append(_NOTES[kind](data))
         elif kind == "repl_step" and node_id in nodes:
             step = step_of(nodes[node_id], int(data.get("iteration", 0)), sequence)
+            executed[node_id] = step.replay_step = executed.get(node_id, 0) + 1
             code = _text(data.get("code"))
             step.code = None if code == step.reply else code
             step.output = _text(data.get("output"))
@@ -318,20 +339,71 @@ _NOTES = {
 }
 
 
-def read_divergence(path: str | Path) -> Divergence:
-    """A divergence file: a JSON object with ``reason`` and optionally ``node_id``, ``iteration``,
-    ``sequence``, ``recorded``, ``replayed`` (the fields of :class:`Divergence`)."""
+def read_divergence(path: str | Path) -> ReplayMarks:
+    """A replay report, as ``rlm-compat replay TRAJECTORY --json`` prints it (one format for both
+    commands: what replay says is what the view marks)."""
     try:
         data = json.loads(Path(path).read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
         raise ViewInputError(f"cannot read the divergence file {path}: {exc}") from None
-    if not isinstance(data, dict) or not isinstance(data.get("reason"), str):
+    return replay_marks(data, str(path))
+
+
+def replay_marks(data: Any, path: str = "the replay report") -> ReplayMarks:
+    """The divergences of a replay report (:meth:`rlm_compat.record.replay.ReplayReport.to_dict`,
+    which ``rlm-compat replay --json`` prints); ViewInputError, naming ``path``, for anything else."""
+    steps = data.get("steps") if isinstance(data, dict) else None
+    if not isinstance(steps, list) or not isinstance(data.get("profile"), str):
         raise ViewInputError(
-            f"{path}: a divergence file is a JSON object with at least a string 'reason' "
-            '(e.g. {"reason": "reply differs", "node_id": "rlm-1", "iteration": 3})'
+            f"{path}: a divergence file is the output of `rlm-compat replay TRAJECTORY --json` "
+            "(a JSON object with 'profile' and 'steps')"
         )
-    known = {f.name for f in dataclasses.fields(Divergence)}
-    unknown = sorted(set(data) - known)
-    if unknown:
-        raise ViewInputError(f"{path}: unknown divergence field(s) {unknown}; known: {sorted(known)}")
-    return Divergence(**data)
+    profile = data["profile"]
+    marks = ReplayMarks(
+        profile, str(data.get("isolation", "")), len(steps), [], str(data.get("trajectory", ""))
+    )
+    for number, step in enumerate(steps, 1):
+        try:
+            node, index, diverged = str(step["node"]), int(step["step"]), bool(step["diverged"])
+        except (KeyError, TypeError, ValueError) as exc:
+            raise ViewInputError(
+                f"{path}: steps[{number - 1}] lacks {exc} (node, step, diverged): "
+                "not `rlm-compat replay --json` output"
+            ) from None
+        if diverged:
+            marks.divergences.append(
+                Divergence(
+                    _reason(step, profile),
+                    node,
+                    index,
+                    str(step.get("where", "")),
+                    step.get("recorded_observation"),
+                    step.get("observation"),
+                )
+            )
+    return marks
+
+
+def _reason(step: Mapping[str, Any], profile: str) -> str:
+    """Why a replayed step diverged, in a line."""
+    if not step.get("reached", True):
+        return f"not reached under {profile}: {step.get('note') or 'its node never started'}"
+    before, after = step.get("recorded_error"), step.get("error")
+    if after and before is False:
+        return f"fails under {profile}; it ran in the recording"
+    if before and not after:
+        return f"runs under {profile}; it failed in the recording"
+    return f"gives another observation under {profile}"
+
+
+def check_replay(model: TrajectoryModel, marks: ReplayMarks, path: str | Path) -> None:
+    """Refuse a replay report of another trajectory: its steps must be exactly the model's."""
+    ours = {(n.node_id, s.replay_step) for n in model.nodes for s in n.steps if s.replay_step is not None}
+    missing = [(d.node_id, d.step) for d in marks.divergences if (d.node_id, d.step) not in ours]
+    if missing or marks.steps != len(ours):
+        raise ViewInputError(
+            f"{path}: a replay of another trajectory ({marks.steps} replayed step(s), this one has "
+            f"{len(ours)} executed step(s)"
+            + (f"; no step {missing[0][1]} of node {missing[0][0]!r} here" if missing else "")
+            + f"); replay the file you view: rlm-compat replay {marks.trajectory or 'TRAJECTORY'} --json"
+        )

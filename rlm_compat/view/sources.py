@@ -1,8 +1,9 @@
 """What ``rlm-compat view`` was given, and the readers that turn trajectory files into the view's model.
 
 A trajectory reader takes a path and returns a :class:`~rlm_compat.view.model.TrajectoryModel`, or
-``None`` when the file is not in its format; :func:`register_reader` adds one (an importer of rlms
-or dspy.RLM logs registers itself there), and :func:`read_trajectory_model` asks each in turn.
+``None`` when the file is not in its format; :func:`register_reader` adds one, and
+:func:`read_trajectory_model` asks each in turn. ``rlms`` logs and dspy.RLM trajectories come
+registered: read by the same importer as ``rlm-compat replay`` (:mod:`rlm_compat.view.recorded`).
 """
 
 from __future__ import annotations
@@ -32,7 +33,25 @@ def _read_rlm_compat(path: Path) -> TrajectoryModel | None:
     return from_events(header, events, title=f"trajectory {path.name}")
 
 
-READERS: dict[str, TrajectoryReader] = {"rlm_compat": _read_rlm_compat}
+def _read_rlms(path: Path) -> TrajectoryModel | None:
+    """``rlms``' JSONL logs, read by the importer ``rlm-compat replay`` uses (record/foreign.py)."""
+    from .recorded import read_rlms
+
+    return read_rlms(path)
+
+
+def _read_dspy(path: Path) -> TrajectoryModel | None:
+    """dspy.RLM trajectories, read by the importer ``rlm-compat replay`` uses (record/foreign.py)."""
+    from .recorded import read_dspy
+
+    return read_dspy(path)
+
+
+READERS: dict[str, TrajectoryReader] = {
+    "rlm_compat": _read_rlm_compat,
+    "rlms": _read_rlms,
+    "dspy": _read_dspy,
+}
 
 
 def register_reader(name: str, reader: TrajectoryReader) -> None:
@@ -50,7 +69,8 @@ def read_trajectory_model(path: Path) -> TrajectoryModel:
             return model
     raise ViewInputError(
         f"{path}: not a trajectory in a known format ({', '.join(READERS)}); "
-        "rlm_compat's own files start with a header line naming schema 'rlm_compat.trajectory'"
+        "rlm_compat's own files start with a header line naming schema 'rlm_compat.trajectory', "
+        "rlms logs with a type metadata/iteration line, dspy.RLM's are code/output entries"
     )
 
 
@@ -83,8 +103,13 @@ def detect(path: Path) -> str:
             raise ViewInputError(f"{path}: not readable JSON ({exc})") from None
         if isinstance(data, dict) and "implementations" in data and "python" in data:
             return "conformance"
+        if isinstance(data, list) or (
+            isinstance(data, dict) and ("trajectory" in data or "repl_trajectory" in data)
+        ):
+            return "trajectory"  # a dspy.RLM trajectory or prediction; its reader decides
         raise ViewInputError(
             f"{path}: a JSON file that is not `rlm-compat conformance --json` output "
-            "(no 'implementations' and 'python' keys)"
+            "(no 'implementations' and 'python' keys) nor a dspy.RLM trajectory (a list of entries, "
+            "or an object with 'trajectory')"
         )
     return "trajectory"

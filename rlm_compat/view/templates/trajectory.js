@@ -87,20 +87,16 @@
     return { ensure: function (i) { var h = holders[Math.floor(i / CHUNK)]; if (h) h.fill(); } };
   }
 
-  function divergedStep(n) {
-    var d = data.divergence;
-    if (!d) return -1;
-    if (d.node_id !== null && d.node_id !== n.node_id) return -1;
-    for (var i = 0; i < n.steps.length; i++) {
-      var s = n.steps[i];
-      if (d.iteration !== null && s.iteration === d.iteration) return i;
-    }
-    if (d.sequence !== null) {
-      var found = -1;
-      n.steps.forEach(function (s, i) { if (s.sequence !== null && s.sequence <= d.sequence) found = i; });
-      if (found >= 0 && (d.node_id !== null || !n.steps[found + 1] || n.steps[found + 1].sequence > d.sequence)) return found;
-    }
-    return -1;
+  // A replay's divergences (rlm-compat replay --json), found by node and replay step number.
+  var marks = {}, marked = [];
+  if (data.replay) {
+    data.replay.divergences.forEach(function (d) {
+      var n = byId[d.node_id];
+      if (!n) return;
+      for (var i = 0; i < n.steps.length; i++) {
+        if (n.steps[i].replay_step === d.step) { marks[d.node_id + "\u0000" + i] = d; marked.push([d.node_id, i]); return; }
+      }
+    });
   }
 
   function childLink(id) {
@@ -150,20 +146,18 @@
       box.appendChild(el("div", "label", s.error ? "error (what the model read next)" : "observation"));
       box.appendChild(block(s.output, "obs" + (s.error ? " error" : "")));
     }
-    if (i === divergedStep(n)) {
-      var d = data.divergence;
+    var d = marks[n.node_id + "\u0000" + i];
+    if (d) {
       box.classList.add("diverged");
       var m = el("div", "divergence-marker");
       m.appendChild(el("strong", "fail", "replay diverged here: "));
-      m.appendChild(document.createTextNode(d.reason));
+      m.appendChild(document.createTextNode(d.reason + " (replay step " + d.step + (d.where ? ", " + d.where : "") + ")"));
       box.insertBefore(m, box.firstChild);
-      if (d.recorded !== null || d.replayed !== null) {
-        var side = el("div", "side");
-        [["recorded", d.recorded], ["replayed", d.replayed]].forEach(function (pair) {
-          var col = el("div"); col.appendChild(el("h5", "", pair[0])); col.appendChild(block(pair[1], "obs")); side.appendChild(col);
-        });
-        box.insertBefore(side, m.nextSibling);
-      }
+      var side = el("div", "side");
+      [["recorded observation", d.recorded], ["replayed under " + data.replay.profile, d.replayed === null ? "(not reached)" : d.replayed]].forEach(function (pair) {
+        var col = el("div"); col.appendChild(el("h5", "", pair[0])); col.appendChild(block(pair[1], "obs")); side.appendChild(col);
+      });
+      box.insertBefore(side, m.nextSibling);
     }
     return box;
   }
@@ -264,17 +258,27 @@
   if (st.max_depth_reached !== undefined) figs.push("max depth " + st.max_depth_reached);
   if (st.wall_seconds !== undefined) figs.push(secs(st.wall_seconds) + " wall");
   document.getElementById("figures").textContent = figs.join(" \u00b7 ");
-  if (data.divergence) {
-    var banner = document.getElementById("divergence-banner");
+  if (data.replay) {
+    var r = data.replay, banner = document.getElementById("divergence-banner");
     banner.classList.remove("hidden");
-    banner.appendChild(el("strong", "fail", "This trajectory comes from a replay that diverged: "));
-    banner.appendChild(document.createTextNode(data.divergence.reason + " "));
-    var target = null;
-    data.nodes.some(function (n) { var i = divergedStep(n); if (i >= 0) target = [n.node_id, i]; return i >= 0; });
-    if (target) {
-      var go = el("button", "", "show the divergence");
+    var what = "Replayed under profile " + r.profile + (r.isolation ? " (isolation " + r.isolation + ")" : "") + ": ";
+    if (!r.divergences.length) {
+      banner.classList.add("identical");
+      banner.appendChild(el("strong", "", what));
+      banner.appendChild(document.createTextNode("identical, every one of " + r.steps + " steps gave its recorded observation."));
+    } else {
+      banner.appendChild(el("strong", "fail", what));
+      banner.appendChild(document.createTextNode(r.divergences.length + " of " + r.steps + " steps diverge; the first: " + r.divergences[0].reason + " "));
+      var next = 0;
+      var go = el("button", "", "show the first divergence");
       go.type = "button"; go.id = "goto-divergence";
-      go.addEventListener("click", function () { revealStep(target[0], target[1]); });
+      go.addEventListener("click", function () {
+        if (!marked.length) return;
+        var t = marked[next % marked.length];
+        revealStep(t[0], t[1]);
+        next += 1;
+        go.textContent = "show divergence " + (next % marked.length + 1) + " of " + marked.length;
+      });
       banner.appendChild(go);
     }
   }
