@@ -144,7 +144,8 @@ def run_command(args: argparse.Namespace) -> int:
             bundle = load_context(args.context_file)
             context, described = bundle.text, bundle.describe()
             if bundle.skipped:
-                _say(f"skipped {len(bundle.skipped)} binary file(s): {', '.join(bundle.skipped)}")
+                names = ", ".join(bundle.skipped)
+                _say(f"rlm-compat run: skipped {len(bundle.skipped)} binary file(s): {names}")
         else:
             context, described = args.context, {"chars": len(args.context), "files": []}
         rlm = _build_rlm(args)
@@ -156,6 +157,7 @@ def run_command(args: argparse.Namespace) -> int:
         mode = "live" if _is_terminal(sys.stderr) else "plain"
     try:
         with _progress(rlm, mode):
+            _quiet_litellm()
             result = rlm.complete_result(args.query, context)
     except KeyboardInterrupt as exc:
         return _fail(args, ExitCode.INTERRUPTED, exc, rlm, described)
@@ -230,20 +232,28 @@ def _build_rlm(args: argparse.Namespace) -> Any:
 @contextlib.contextmanager
 def _progress(rlm: Any, mode: str) -> Iterator[None]:
     """Attach the progress observer for ``mode`` to ``rlm`` for the duration of the run."""
-    if mode == "off":
-        yield
+    if mode == "live":
+        from .record.live import LiveProgress
+
+        with LiveProgress(sys.stderr) as live:  # it also sends stray stdout writes above the status
+            rlm.observers.append(live)
+            yield
         return
     if mode == "plain":
         from .record.progress import ProgressPrinter
 
         rlm.observers.append(ProgressPrinter())
+    with contextlib.redirect_stdout(sys.stderr):  # stdout is the answer's alone, whatever prints
         yield
-        return
-    from .record.live import LiveProgress
 
-    with LiveProgress(sys.stderr) as live:
-        rlm.observers.append(live)
-        yield
+
+def _quiet_litellm() -> None:
+    """Stop litellm printing its "Give Feedback / Get Help" banner with every provider error: the
+    failure gets one line of ours on stderr. (Importing litellm here costs nothing extra: the
+    run's first model call would import it a moment later.)"""
+    import litellm
+
+    litellm.suppress_debug_info = True
 
 
 def _fail(

@@ -136,7 +136,7 @@ def _read_stdin(stream: BinaryIO | None) -> str:
 def _read_one(env: ExecutionEnvironment, path: str, shown: str) -> str:
     """An explicitly named file: every problem is an error."""
     if not env.file_exists(path):
-        raise ContextInputError(f"context file {shown!r} does not exist")
+        raise ContextInputError(f"cannot read context file {shown!r}: it does not exist")
     text = _read_text(env, path, shown)
     if text is None:
         raise ContextInputError(f"context file {shown!r} is binary, not UTF-8 text")

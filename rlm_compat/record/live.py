@@ -102,7 +102,9 @@ class LiveProgress:
     """A rich status line on ``stream`` (a terminal), redrawn a few times a second; an observer.
 
     Use as a context manager around the run: entering starts the display, leaving stops it and
-    leaves the final status line on screen. Step lines go above the status line as they happen.
+    leaves the final status line on screen. Step lines go above the status line as they happen, and
+    so does anything written to ``sys.stdout`` / ``sys.stderr`` meanwhile (rich redirects both while
+    live): standard output stays the answer's alone.
     """
 
     def __init__(self, stream: TextIO, *, refresh_per_second: float = 8) -> None:
@@ -120,8 +122,8 @@ class LiveProgress:
             get_renderable=self._render,
             console=console,
             refresh_per_second=self._refresh,
-            redirect_stdout=False,
-            redirect_stderr=False,
+            redirect_stdout=True,
+            redirect_stderr=True,
             transient=False,
         )
         self._live.start()
