@@ -9,8 +9,10 @@ from __future__ import annotations
 import json
 import os
 import pty
+import signal
 import subprocess
 import sys
+import threading
 from collections.abc import Callable
 from pathlib import Path
 
@@ -21,7 +23,7 @@ from rlm_compat.errors import BudgetExceededError, LLMCallError, MaxDepthError, 
 from rlm_compat.record import read_trajectory
 from rlm_compat.run_cli import ExitCode, exit_code_for
 from rlm_compat.run_context import ContextInputError, load_context, render_files
-from rlm_compat.testing import RawReply, ScriptedChatServer, terminal_screen
+from rlm_compat.testing import Disconnect, RawReply, ScriptedChatServer, terminal_screen
 
 ServerFactory = Callable[..., ScriptedChatServer]
 ROOT = Path(__file__).resolve().parent.parent
@@ -299,3 +301,55 @@ def test_live_failure_leaves_status_then_one_error_line(chat_server: ServerFacto
     screen = terminal_screen(raw)
     assert screen[-2].startswith("failed (MaxIterationsError) · iteration 1/1")
     assert screen[-1].startswith("rlm-compat run: max iterations: MaxIterationsError: ")
+
+
+def test_interrupt_exits_130_and_leaves_the_partial_trajectory(
+    chat_server: ServerFactory, tmp_path: Path
+) -> None:
+    release = threading.Event()
+
+    def held(request: dict[str, object]) -> Disconnect:
+        release.wait(60)
+        return Disconnect()  # the client is gone by then: nothing to write to
+
+    server = chat_server(held)
+    trajectory = tmp_path / "t.jsonl"
+    argv = [
+        "run",
+        "q",
+        "--context",
+        "c",
+        "--trajectory",
+        str(trajectory),
+        *_args(server, "--progress", "off"),
+    ]
+    process = subprocess.Popen(
+        [sys.executable, "-m", "rlm_compat", *argv],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=_child_env(),
+    )
+    try:
+        while not server.requests and process.poll() is None:
+            release.wait(0.05)
+        process.send_signal(signal.SIGINT)
+        out, err = process.communicate(timeout=60)
+    finally:
+        release.set()
+    assert process.returncode == ExitCode.INTERRUPTED == 130
+    assert out == b""
+    assert err.decode().splitlines() == [
+        f"rlm-compat run: interrupted: KeyboardInterrupt: (no message) (partial trajectory: {trajectory})"
+    ]
+    assert read_trajectory(trajectory)[1][-1]["kind"] == "run_error"
+
+
+def test_budget_flags_map_to_the_run_budget(
+    chat_server: ServerFactory, capsys: pytest.CaptureFixture[str]
+) -> None:
+    server = chat_server(["FINAL('ok')"])
+    limits = ("--max-tokens", "5000", "--max-cost", "2.5", "--max-seconds", "120", "--progress", "off")
+    assert main(["run", "q", "--context", "c", "--json", *_args(server, *limits)]) == 0
+    budget = json.loads(capsys.readouterr().out)["stats"]["budget"]
+    assert (budget["max_tokens"], budget["max_cost_usd"], budget["max_elapsed_seconds"]) == (5000, 2.5, 120)
+    assert budget["max_calls"] is None

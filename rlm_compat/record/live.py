@@ -40,6 +40,7 @@ class RunProgress:
         self.started = time.monotonic()
         self.ended: float | None = None
         self.outcome = ""
+        self.running = False
         self.iteration = 0
         self.max_iterations: int | None = None
         self.in_flight = 0
@@ -54,7 +55,9 @@ class RunProgress:
             self._fold(event)
 
     def _fold(self, event: TrajectoryEvent) -> None:
-        if isinstance(event, RunStarted):
+        if isinstance(event, RunStarted):  # the clock of the step lines (event.elapsed_seconds)
+            self.started = time.monotonic() - event.elapsed_seconds
+            self.running = True
             limit = event.config.get("max_iterations")
             self.max_iterations = limit if isinstance(limit, int) else None
         elif isinstance(event, RlmStarted):
@@ -95,6 +98,8 @@ class RunProgress:
             ]
             if self.outcome:
                 parts.insert(0, self.outcome)
+            elif not self.running:
+                return "starting (loading the model client)"
             return " · ".join(parts)
 
 
