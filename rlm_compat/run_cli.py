@@ -12,7 +12,9 @@ from __future__ import annotations
 import argparse
 import contextlib
 import enum
+import importlib.util
 import json
+import os
 import sys
 from collections.abc import Iterator
 from typing import Any
@@ -302,6 +304,9 @@ def _report(
 
 
 def _is_terminal(stream: Any) -> bool:
+    """A terminal that can redraw a line (``TERM=dumb`` cannot) and rich to draw it with."""
+    if os.environ.get("TERM") == "dumb" or importlib.util.find_spec("rich") is None:
+        return False
     try:
         return bool(stream.isatty())
     except (AttributeError, ValueError):

@@ -21,7 +21,8 @@ would be the number of files and the examples would fail. The headers keep the f
 (``re.split(r"^==> (.+) <==$", context, flags=re.M)``) in the layout models have seen most.
 
 Directories are walked recursively in sorted order; names starting with ``.`` (``.git``, editor
-files) are skipped, and so are binary files found inside a directory or glob (listed in
+files) are skipped, symbolic links to directories are not followed (as ``grep -r``: one may loop),
+and binary files found inside a directory or glob are skipped (listed in
 :attr:`ContextBundle.skipped`). A file named explicitly that is missing, unreadable, binary or
 empty, a directory or glob with no text file, and empty standard input are
 :class:`ContextInputError` naming the path.
@@ -194,11 +195,18 @@ def _walk(env: ExecutionEnvironment, root: str, prefix: str = "") -> list[str]:
         if name.startswith("."):
             continue
         relative = f"{prefix}/{name}" if prefix else name
-        if _is_directory(env, os.path.join(root, relative)):
-            found.extend(_walk(env, root, relative))
+        path = os.path.join(root, relative)
+        if _is_directory(env, path):
+            if not _linked(env, path):  # as grep -r: a link may loop back to an ancestor
+                found.extend(_walk(env, root, relative))
         else:
             found.append(relative)
     return found
+
+
+def _linked(env: ExecutionEnvironment, path: str) -> bool:
+    """Whether ``path`` is a symbolic link (known for the local environment only)."""
+    return isinstance(env, LocalExecutionEnvironment) and os.path.islink(path)
 
 
 def _glob(env: ExecutionEnvironment, pattern: str) -> list[str]:

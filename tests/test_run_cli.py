@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from rlm_compat.cli import main
+from rlm_compat.environments import CommandResult, EnvironmentAccessError, ExecutionEnvironment
 from rlm_compat.errors import BudgetExceededError, LLMCallError, MaxDepthError, MaxIterationsError
 from rlm_compat.record import read_trajectory
 from rlm_compat.run_cli import ExitCode, exit_code_for
@@ -353,3 +354,61 @@ def test_budget_flags_map_to_the_run_budget(
     budget = json.loads(capsys.readouterr().out)["stats"]["budget"]
     assert (budget["max_tokens"], budget["max_cost_usd"], budget["max_elapsed_seconds"]) == (5000, 2.5, 120)
     assert budget["max_calls"] is None
+
+
+class _MemoryEnvironment(ExecutionEnvironment):
+    """Files in a dict: shows the context is read through the environment, not the local disk."""
+
+    def __init__(self, files: dict[str, str | BaseException]) -> None:
+        self.files = files
+
+    def run_command(self, command: str, timeout: float | None = None) -> CommandResult:
+        raise EnvironmentAccessError("no commands here")
+
+    def read_file(self, path: str) -> str:
+        value = self.files.get(path)
+        if value is None:
+            raise EnvironmentAccessError(f"cannot read {path!r}") from IsADirectoryError(path)
+        if isinstance(value, BaseException):
+            try:
+                raise value
+            except BaseException:
+                raise EnvironmentAccessError(f"cannot read {path!r}: {value}") from None
+        return value
+
+    def write_file(self, path: str, content: str) -> None:
+        raise EnvironmentAccessError("read-only")
+
+    def list_directory(self, path: str) -> list[str]:
+        prefix = path.rstrip("/") + "/"
+        names = {p[len(prefix) :].split("/")[0] for p in self.files if p.startswith(prefix)}
+        if not names:
+            try:
+                raise NotADirectoryError(path)
+            except NotADirectoryError:
+                raise EnvironmentAccessError(f"cannot list {path!r}") from None
+        return sorted(names)
+
+    def file_exists(self, path: str) -> bool:
+        return path in self.files or any(p.startswith(path.rstrip("/") + "/") for p in self.files)
+
+
+def test_context_is_read_through_the_execution_environment() -> None:
+    env = _MemoryEnvironment(
+        {"/srv/logs/a.log": "alpha", "/srv/logs/deep/b.log": "beta", "/srv/secret": PermissionError("denied")}
+    )
+    bundle = load_context(["logs"], environment=env, cwd="/srv")
+    assert bundle.text == "==> logs/a.log <==\nalpha\n\n==> logs/deep/b.log <==\nbeta\n"
+    assert load_context(["/srv/logs/**/b.log"], environment=env, cwd="/").files == (
+        ("srv/logs/deep/b.log", 4),
+    )
+    with pytest.raises(ContextInputError, match="cannot read context file 'secret': denied"):
+        load_context(["secret"], environment=env, cwd="/srv")
+
+
+def test_directory_symlinks_are_not_followed(tmp_path: Path) -> None:
+    (tmp_path / "d").mkdir()
+    (tmp_path / "d" / "f.txt").write_text("text")
+    (tmp_path / "d" / "up").symlink_to(tmp_path)
+    bundle = load_context([str(tmp_path)], cwd=str(tmp_path))
+    assert bundle.files == (("d/f.txt", 4),)
