@@ -21,6 +21,7 @@ import pytest
 from rlm_compat.cli import main
 from rlm_compat.environments import CommandResult, EnvironmentAccessError, ExecutionEnvironment
 from rlm_compat.errors import BudgetExceededError, LLMCallError, MaxDepthError, MaxIterationsError
+from rlm_compat.events import ModelCallFinished
 from rlm_compat.record import read_trajectory
 from rlm_compat.run_cli import ExitCode, exit_code_for
 from rlm_compat.run_context import ContextInputError, load_context, render_files
@@ -412,3 +413,37 @@ def test_directory_symlinks_are_not_followed(tmp_path: Path) -> None:
     (tmp_path / "d" / "up").symlink_to(tmp_path)
     bundle = load_context([str(tmp_path)], cwd=str(tmp_path))
     assert bundle.files == (("d/f.txt", 4),)
+
+
+def test_run_progress_follows_depth_calls_and_iterations(chat_server: ServerFactory) -> None:
+    from rlm_compat import RLM
+    from rlm_compat.record.live import RunProgress
+
+    def reply(request: dict[str, object]) -> str:
+        messages = request["messages"]
+        assert isinstance(messages, list)
+        system = str(messages[0]["content"])
+        if "Depth: 1" in system:
+            return "FINAL('child answer')"
+        return "x = recursive_llm('sub question', context[:3])" if len(messages) == 2 else "FINAL_VAR('x')"
+
+    server = chat_server(reply)
+    progress = RunProgress()
+    seen: list[str] = []
+    rlm = RLM("openai/m", api_base=server.base_url, api_key="k", max_iterations=7)
+    rlm.observers.extend([progress, lambda event: seen.append(progress.status())])
+    assert rlm.complete("q", "context") == "child answer"
+    assert progress.calls == 3 and progress.in_flight == 0 and progress.max_depth_seen == 1
+    assert any(s.startswith("iteration 1/7 · depth 1 · 1 in flight · 1 calls") for s in seen)
+    # at the end, depth is the deepest reached
+    assert seen[-1].startswith("done · iteration 2/7 · depth 1 · 0 in flight · 3 calls · ")
+    assert progress.tokens == sum(
+        e.total_tokens or 0 for e in rlm.trajectory if isinstance(e, ModelCallFinished)
+    )
+
+
+def test_terminal_screen_applies_redraws() -> None:
+    raw = "\x1b[?25l\x1b[36m⠋\x1b[0m status 1\r\x1b[2Kstep line\r\n⠙ status 2\r\x1b[2K\x1b[32mdone\x1b[0m\r\n\x1b[?25h"
+    assert terminal_screen(raw) == ["step line", "done"]
+    assert terminal_screen("one\r\ntwo\r\n\x1b[1A\x1b[2Knew") == ["one", "new"]
+    assert terminal_screen("one\r\ntwo\x1b[1A\rONE") == ["ONE", "two"]

@@ -81,7 +81,10 @@ class RunProgress:
             self.outcome = "done" if isinstance(event, RunFinished) else f"failed ({event.error_type})"
 
     def status(self) -> str:
-        """One line: ``iteration 3/30 · depth 1 · 2 in flight · 5 calls · 1,234 tokens · $0.0012 · 4.2s``."""
+        """One line: ``iteration 3/30 · depth 1 · 2 in flight · 5 calls · 1,234 tokens · $0.0012 · 4.2s``.
+
+        ``depth`` is the deepest RLM running; once none is (the run ended), the deepest reached.
+        """
         with self._lock:
             limit = f"/{self.max_iterations}" if self.max_iterations is not None else ""
             depth = max(self._active.values(), default=self.max_depth_seen)
