@@ -254,8 +254,11 @@ def test_exit_codes_are_distinct_and_classified() -> None:
 # --- progress on a terminal ---------------------------------------------------------------------
 
 
-def _run_in_pty(argv: list[str]) -> tuple[int, bytes, str]:
-    """Run the CLI with stderr on a pseudo-terminal; returns exit code, stdout, raw terminal text."""
+def _run_in_pty(argv: list[str], watch: Callable[[bytes], None] | None = None) -> tuple[int, bytes, str]:
+    """Run the CLI with stderr on a pseudo-terminal; returns exit code, stdout, raw terminal text.
+
+    ``watch`` sees the terminal output so far after every read (to release a waiting reply).
+    """
     master, slave = pty.openpty()
     env = {**_child_env(), "TERM": "xterm-256color", "COLUMNS": "140"}
     process = subprocess.Popen(
@@ -271,6 +274,8 @@ def _run_in_pty(argv: list[str]) -> tuple[int, bytes, str]:
         if not chunk:
             break
         chunks.append(chunk)
+        if watch is not None:
+            watch(b"".join(chunks))
     os.close(master)
     assert process.stdout is not None
     out = process.stdout.read()
@@ -279,11 +284,27 @@ def _run_in_pty(argv: list[str]) -> tuple[int, bytes, str]:
 
 
 def test_live_progress_in_a_pseudo_terminal(chat_server: ServerFactory, tmp_path: Path) -> None:
-    server = chat_server(["n = context.count('a')", "print(n)", "FINAL_VAR(n)"], latency=0.3)
+    drawn = threading.Event()  # a status frame showing the waiting call reached the terminal
+    replies = iter(["n = context.count('a')", "print(n)", "FINAL_VAR(n)"])
+
+    def reply(request: dict[str, object]) -> str:
+        if not drawn.is_set():
+            drawn.wait(60)
+        return next(replies)
+
+    def watch(raw: bytes) -> None:
+        if b"1 in flight" in raw:
+            drawn.set()
+
+    server = chat_server(reply)
     trajectory = tmp_path / "t.jsonl"
-    code, out, raw = _run_in_pty(
-        ["run", "How many a?", "--context", "banana", "--trajectory", str(trajectory), *_args(server)]
-    )
+    try:
+        code, out, raw = _run_in_pty(
+            ["run", "How many a?", "--context", "banana", "--trajectory", str(trajectory), *_args(server)],
+            watch,
+        )
+    finally:
+        drawn.set()
     assert code == 0, raw
     assert out == b"3\n"  # the display never touches stdout
     assert "\x1b[2K" in raw and "\x1b[?25l" in raw  # redrawn in place, cursor hidden while live
@@ -291,7 +312,7 @@ def test_live_progress_in_a_pseudo_terminal(chat_server: ServerFactory, tmp_path
     assert screen[-1].startswith("done · iteration 3/30 · depth 0 · 0 in flight · 3 calls · ")
     assert " tokens · $- · " in screen[-1]
     assert any("rlm-1 step 1  ok" in line for line in screen)
-    assert "1 in flight" in raw  # a frame drawn while a call was waiting on the server
+    assert "iteration 1/30 · depth 0 · 1 in flight · 0 calls" in raw  # drawn while the call waited
     assert len(read_trajectory(trajectory)[1]) > 0
 
 
