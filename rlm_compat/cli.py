@@ -14,7 +14,6 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from . import __version__
-from .config import ISOLATION_ENV, ISOLATIONS, Limits, ReplConfig
 from .errors import ConfigurationError, REPLError, RLMError
 
 __all__ = ["build_parser", "main"]
@@ -33,7 +32,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"rlm-compat {__version__}")
     commands = parser.add_subparsers(dest="command", metavar="<command>")
-    _register_run(commands)
+    from .run_cli import register as register_run
+
+    register_run(commands)
     _register_profiles(commands)
     _register_dropin(commands)
     from .conformance.cli import register as register_conformance
@@ -86,79 +87,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         # and keep Python's exit-time flush from raising again
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 141
-
-
-def _register_run(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    p = commands.add_parser(
-        "run",
-        help="answer a query over a context file with a real model (needs that model's API key)",
-        description="Run one RLM completion and print the final answer.",
-    )
-    p.add_argument("query", help="the question")
-    source = p.add_mutually_exclusive_group(required=True)
-    source.add_argument("--context-file", type=Path, help="file whose text is the context")
-    source.add_argument("--context", help="the context text itself")
-    p.add_argument("--model", required=True, help="litellm model name, e.g. gpt-4o-mini")
-    p.add_argument("--recursive-model", help="cheaper model for recursive calls")
-    p.add_argument("--api-base", help="OpenAI-compatible base URL")
-    p.add_argument("--api-key", help="API key (default: the provider's usual environment variable)")
-    p.add_argument("--profile", default=None, help="fixed (default) or upstream")
-    p.add_argument("--prompt-version", default=None, help="cc7a826 (default) or 2fb46cc")
-    p.add_argument("--max-iterations", type=int, default=30)
-    p.add_argument("--max-depth", type=int, default=5)
-    p.add_argument(
-        "--isolation",
-        choices=ISOLATIONS,
-        default=None,
-        help=f"where model code runs: process (a killable worker; profile fixed's default) or inline "
-        f"(the calling process; profile upstream's default); default ${ISOLATION_ENV} or the profile's",
-    )
-    p.add_argument("--repl-timeout", type=float, default=5.0, help="seconds per REPL step (default 5)")
-    p.add_argument(
-        "--memory-mb",
-        type=int,
-        default=Limits.memory_mb,
-        help=f"memory model code may allocate per session (default {Limits.memory_mb})",
-    )
-    p.add_argument("--stats", action="store_true", help="print stats to stderr")
-    p.set_defaults(handler=_run)
-
-
-def _run(args: argparse.Namespace) -> int:
-    from .core import RLM
-
-    if args.context_file is not None:
-        try:
-            context = args.context_file.read_text(encoding="utf-8")
-        except OSError as exc:
-            print(f"rlm-compat run: cannot read {args.context_file}: {exc}", file=sys.stderr)
-            return 2
-    else:
-        context = args.context
-    try:
-        repl_config = ReplConfig(
-            profile=args.profile,
-            timeout=args.repl_timeout,
-            isolation=args.isolation,
-            limits=Limits(memory_mb=args.memory_mb),
-        )
-    except ConfigurationError as exc:
-        print(f"rlm-compat run: {exc}", file=sys.stderr)
-        return 2
-    rlm = RLM(
-        args.model,
-        recursive_model=args.recursive_model,
-        api_base=args.api_base,
-        api_key=args.api_key,
-        max_depth=args.max_depth,
-        max_iterations=args.max_iterations,
-        prompt_version=args.prompt_version,
-        repl_config=repl_config,
-    )
-    print(rlm.complete(args.query, context))
-    if args.stats:
-        print(rlm.stats, file=sys.stderr)
-    return 0
 
 
 def _register_profiles(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

@@ -15,6 +15,7 @@ without HTTP at all; they live in :mod:`rlm_compat.clients` and are re-exported 
 from __future__ import annotations
 
 import json
+import re
 import socket
 import sys
 import threading
@@ -37,6 +38,7 @@ __all__ = [
     "Reply",
     "ScriptedChatServer",
     "ScriptedClient",
+    "terminal_screen",
 ]
 
 
@@ -266,3 +268,51 @@ def _make_handler(owner: ScriptedChatServer) -> type[BaseHTTPRequestHandler]:
 
 def _error(message: str) -> dict[str, Any]:
     return {"error": {"message": message, "type": "invalid_request_error", "code": None}}
+
+
+_CONTROL = re.compile(r"\x1b\[([0-9;?]*)([A-Za-z])|\r|\n|\x1b\][^\x07]*\x07")
+
+
+def terminal_screen(raw: str) -> list[str]:
+    """What a terminal shows after ``raw`` output: the lines left once redraws are applied.
+
+    Understands what a live status line uses — carriage return, line feed, cursor up (``ESC[nA``),
+    erase line (``ESC[2K``) — and drops colours and other escape sequences, so tests and the docs
+    capture (docs/run.md) can read a live display as a person would see it, without a terminal
+    emulator dependency.
+    """
+    lines: list[list[str]] = [[]]
+    row = col = 0
+    position = 0
+    for match in _CONTROL.finditer(raw):
+        row, col = _put(lines, row, col, raw[position : match.start()])
+        position = match.end()
+        token = match.group(0)
+        if token == "\r":
+            col = 0
+        elif token == "\n":
+            row += 1
+            col = 0 if raw[match.start() - 1 : match.start()] == "\r" else col
+            while len(lines) <= row:
+                lines.append([])
+        elif match.group(2) == "A":
+            row = max(0, row - int(match.group(1) or 1))
+        elif match.group(2) == "K" and match.group(1) in ("2", ""):
+            lines[row] = [] if match.group(1) == "2" else lines[row][:col]
+    _put(lines, row, col, raw[position:])
+    text = ["".join(line).rstrip() for line in lines]
+    while text and not text[-1]:
+        text.pop()
+    return text
+
+
+def _put(lines: list[list[str]], row: int, col: int, text: str) -> tuple[int, int]:
+    line = lines[row]
+    for char in text:
+        if col < len(line):
+            line[col] = char
+        else:
+            line.extend(" " * (col - len(line)))
+            line.append(char)
+        col += 1
+    return row, col

@@ -25,7 +25,7 @@ from ..events import (
     TrajectoryEvent,
 )
 
-__all__ = ["ProgressPrinter"]
+__all__ = ["ProgressPrinter", "format_event"]
 
 
 class ProgressPrinter:
@@ -36,7 +36,7 @@ class ProgressPrinter:
         self._lock = threading.Lock()
 
     def __call__(self, event: TrajectoryEvent) -> None:
-        line = _line(event)
+        line = format_event(event)
         if line is None:
             return
         stream = self._stream if self._stream is not None else sys.stderr
@@ -45,7 +45,8 @@ class ProgressPrinter:
             stream.flush()
 
 
-def _line(event: TrajectoryEvent) -> str | None:
+def format_event(event: TrajectoryEvent) -> str | None:
+    """The progress line of ``event`` without time or indent (None: the event gets no line)."""
     call = f"{event.parent_id} {event.node_id}"
     if isinstance(event, ModelCallFinished):
         tokens = (
