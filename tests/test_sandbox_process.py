@@ -174,3 +174,28 @@ def test_a_rebinding_that_reuses_the_old_objects_address_still_comes_back() -> N
         ex.execute('x = None\nx = "b" * 100000\ny = None\ny = 12345678902', env)
         assert env["x"] == "b" * 100000 and env["y"] == 12345678902
         assert ex.execute("print(x[:3], y)", env) == "bbb 12345678902"
+
+
+@pytest.mark.parametrize("isolation", ["inline", "process"])
+def test_final_and_final_var_called_by_code_reach_the_host_alike(isolation: str) -> None:
+    """FINAL / FINAL_VAR are prepared on the sandbox side (a bounded text, the variable's text);
+    a worker sends the prepared arguments and the parent must not prepare them a second time."""
+    got: list[tuple[Any, ...]] = []
+    env: dict[str, Any] = {
+        "FINAL": host_call(lambda text: got.append(("FINAL", text)), "answer"),
+        "FINAL_VAR": host_call(lambda name, text: got.append(("FINAL_VAR", name, text)), "answer_var"),
+    }
+    ex = REPLExecutor(isolation=isolation)
+    try:
+        ex.execute('summary = "hello"\nFINAL_VAR("summary")\nFINAL_VAR(summary)\nFINAL(len(summary))', env)
+    finally:
+        ex.close()
+    assert got == [("FINAL_VAR", "summary", "hello"), ("FINAL_VAR", "hello", None), ("FINAL", "5")]
+
+
+def test_malformed_prepared_answer_arguments_are_refused() -> None:
+    final_var = host_call(lambda name, text: (name, text), "answer_var")
+    assert final_var.prepared("x", "text") == ("x", "text")
+    for bad in [("x",), ("x", 5), ("x", "t", "u")]:
+        with pytest.raises(TypeError, match="malformed prepared arguments"):
+            final_var.prepared(*bad)

@@ -85,6 +85,21 @@ class HostCall:
             return (name, bounded_str(namespace[name], limit))
         return (name, None)
 
+    def prepared(self, *args: Any) -> Any:
+        """Call with arguments a worker already prepared (see :meth:`_answer_args`).
+
+        A worker runs FINAL / FINAL_VAR's preparation on its side of the boundary and sends the
+        result; preparing it again here would see two arguments. Only the prepared shapes are
+        accepted: ``(text,)`` for FINAL, ``(name, text or None)`` for FINAL_VAR, texts as ``str``.
+        """
+        shape = {"answer": 1, "answer_var": 2}.get(self._kind)
+        if shape is None:
+            return self(*args)
+        texts = args[:1] if self._kind == "answer" else args[1:]
+        if len(args) != shape or not all(t is None or isinstance(t, str) for t in texts):
+            raise TypeError(f"{self._name}(): malformed prepared arguments from the REPL worker")
+        return self._fn(*args)
+
     @property
     def kind(self) -> str:
         """``"call"``, ``"answer"`` or ``"answer_var"`` (see the module docstring)."""

@@ -300,7 +300,10 @@ class ProcessRunner:
         except Exception as exc:
             return {"op": "raise", "error": TypeError(Texts.unsendable_argument(name, exc))}
         try:
-            result = fn(*args, **kwargs)
+            if isinstance(fn, HostCall) and fn.kind != "call" and not kwargs:
+                result = fn.prepared(*args)  # FINAL / FINAL_VAR: prepared in the worker
+            else:
+                result = fn(*args, **kwargs)
         except (KeyboardInterrupt, SystemExit):
             raise
         except BaseException as exc:
