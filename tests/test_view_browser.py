@@ -306,3 +306,28 @@ def test_long_trajectory_renders_lazily(browser: Any, tmp_path: Path) -> None:
     assert fold.query_selector("button") is None
     assert page.events == []
     page.close()
+
+
+def test_comparison_view_of_a_real_compare_grid(browser: Any, tmp_path: Path) -> None:
+    """`rlm-compat compare` then `rlm-compat view` on its directory, as a user chains them."""
+    grid = tmp_path / "grid"
+    argv = ["compare", "--suite", "smoke", "--config", "fixed", "--config", "upstream"]
+    assert main([*argv, "--model", "scripted", "--runs", "1", "--out", str(grid), "--no-progress"]) == 0
+    records = [json.loads(line) for line in (grid / "runs.jsonl").read_text().splitlines()]
+    failed = [r for r in records if not r["grade"]["passed"]]
+    assert failed, "profile upstream fails some smoke task (the policy gives up on a quirk)"
+    html = view([grid], tmp_path / "report.html")
+    page = Page(browser, html)
+    p = page.page
+    assert p.locator("#overview tbody tr").count() == 2
+    assert p.evaluate("document.querySelectorAll('.charts img').length") >= 1
+    header = [c.strip() for c in p.locator("#matrix thead th").all_inner_texts()]
+    row = p.locator("#matrix tbody tr", has_text=failed[0]["spec"]["task_id"])
+    cell = row.locator("td").nth(header.index("upstream") - 1)
+    assert cell.inner_text().startswith("0/1")
+    cell.locator("a.run-link").click()
+    p.wait_for_selector("body[data-ready='1']", state="attached")
+    assert "report_runs/run-" in p.url and "upstream" in p.inner_text(".record")
+    assert p.locator("#tree .node").count() >= 1
+    assert page.events == []
+    page.close()

@@ -14,6 +14,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
+from ..core import run_sync
 from ..errors import ConfigurationError
 from .base import RunSpec
 from .grid import CellResult, GridJob, run_cell
@@ -49,7 +50,7 @@ class LocalExecutor:
         self.scratch = scratch
 
     def run(self, job: GridJob, specs: Sequence[RunSpec], on_result: OnResult) -> None:
-        asyncio.run(self._run_all(job, specs, on_result))
+        run_sync(self._run_all(job, specs, on_result))  # works inside a running loop (Jupyter)
 
     async def _run_all(self, job: GridJob, specs: Sequence[RunSpec], on_result: OnResult) -> None:
         gate = asyncio.Semaphore(self.concurrency)
@@ -65,7 +66,7 @@ class LocalExecutor:
 
 def _ray_cell(job: GridJob, spec: RunSpec) -> CellResult:
     """The Ray task: one cell in a worker process, its result shipped back by value."""
-    return asyncio.run(run_cell(job, spec))
+    return run_sync(run_cell(job, spec))
 
 
 class RayExecutor:
