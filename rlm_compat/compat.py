@@ -57,6 +57,15 @@ class ApiSemantics:
     """0.5.0: the REPL holds ``answer = {"content": "", "ready": False}``; setting ``ready`` ends
     the run with ``content``."""
     show_vars: bool = False
+    strip_output_before_limit: bool = False
+    """0.5.0: a step's output is stripped of surrounding whitespace before ``max_output_chars``
+    cuts it, so the truncation marker counts the stripped text; 2fb46cc counts the raw output
+    (print's trailing newline included). Sets :attr:`~rlm_compat.config.ReplConfig.strip_output`."""
+    session_outlives_env: bool = False
+    """0.5.0: a :class:`~rlm_compat.repl.REPLExecutor` keeps its variables from step to step
+    whatever ``env`` dict each ``execute`` is given (that dict's names are added to the session,
+    and the session's variables are written back to it); 2fb46cc: ``env`` is the session, so a
+    new dict starts a new one."""
     """0.5.0: the REPL has ``SHOW_VARS()``, the user variables and their type names."""
     refused_provider_options: frozenset[str] = frozenset()
     """Model-call options the release refuses (0.5.0: litellm's ``num_retries``, and a per-call
@@ -115,6 +124,8 @@ class ApiSemantics:
             stats_per_run=True,
             answer_object=True,
             show_vars=True,
+            session_outlives_env=True,
+            strip_output_before_limit=True,
             refused_provider_options=frozenset({"num_retries", "max_retries"}),
             strict_limits=True,
             empty_response_feedback=(

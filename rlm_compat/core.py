@@ -535,8 +535,11 @@ class RLM:
     ) -> str:
         """Execute the response in the node's REPL and record it; the observation for the model."""
         started = time.perf_counter()
+        remaining = step.run.budget.remaining_seconds()
+        if remaining is not None and remaining <= 0:
+            step.run.budget.expire()
         observation, failed = await step.loop.run_in_executor(
-            repl_thread, self._observe, step.repl, response, step.env
+            repl_thread, self._observe, step.repl, response, step.env, remaining
         )
         step.run.emit(
             ReplStep,
@@ -645,10 +648,16 @@ class RLM:
         return build_system_prompt(len(context), self._current_depth, version=self.prompt_version)
 
     @staticmethod
-    def _observe(repl: REPLExecutor, response: str, env: dict[str, Any]) -> tuple[str, bool]:
-        """Execute a response; the next user message (upstream's texts) and whether it failed."""
+    def _observe(
+        repl: REPLExecutor, response: str, env: dict[str, Any], deadline: float | None = None
+    ) -> tuple[str, bool]:
+        """Execute a response; the next user message (upstream's texts) and whether it failed.
+
+        ``deadline``: the run's remaining wall time (``max_elapsed_seconds``), which caps the
+        step's ``repl_timeout`` so one long step cannot outlive the run's budget.
+        """
         try:
-            return repl.execute(response, env), False
+            return repl.execute(response, env, timeout=deadline), False
         except REPLError as exc:
             return f"Error: {exc}", True
         except Exception as exc:  # upstream feeds any other failure back too

@@ -7,6 +7,7 @@ leaks into the default shows up here.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -318,3 +319,26 @@ def test_result_trajectory_takes_the_release_shape_under_the_preset(chat_server:
     default = make(chat_server(replies(*script[:1], 'FINAL("ok")'))).complete_result("Secret q", "Secret c")
     assert default.trajectory[0].data["query"] == "Secret q"
     assert "reply" in next(e.data for e in default.trajectory if e.kind == "model_call_end")
+
+
+def test_a_repl_step_is_cut_off_by_the_run_time_budget(chat_server: ServerFactory) -> None:
+    from rlm_compat.errors import BudgetExceededError
+
+    server = chat_server(replies('FINAL("warm")', "while True: pass"))
+    assert make(server, api="0.5").complete("q", "ctx") == "warm"  # litellm imported before the clock runs
+    rlm = make(
+        server,
+        api="0.5",
+        repl_timeout=60,
+        max_elapsed_seconds=3,
+        isolation="process",
+        capture_trajectory_content=True,
+    )
+    with pytest.raises(BudgetExceededError) as raised:
+        rlm.complete("q", "ctx")
+    # the step's 60 s timeout never ran out: the budget's deadline ended it
+    assert raised.value.metric == "elapsed_seconds"
+    step = next(e for e in rlm.trajectory if e.kind == "repl_step")
+    assert step.data["status"] == "error"
+    limit = float(re.search(r"exceeded the ([0-9.]+) s timeout", step.data["output"])[1])  # type: ignore[index]
+    assert limit <= 3
