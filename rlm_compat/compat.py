@@ -57,6 +57,15 @@ class ApiSemantics:
     """0.5.0: the REPL holds ``answer = {"content": "", "ready": False}``; setting ``ready`` ends
     the run with ``content``."""
     show_vars: bool = False
+    strip_output_before_limit: bool = False
+    """0.5.0: a step's output is stripped of surrounding whitespace before ``max_output_chars``
+    cuts it, so the truncation marker counts the stripped text; 2fb46cc counts the raw output
+    (print's trailing newline included). Sets :attr:`~rlm_compat.config.ReplConfig.strip_output`."""
+    session_outlives_env: bool = False
+    """0.5.0: a :class:`~rlm_compat.repl.REPLExecutor` keeps its variables from step to step
+    whatever ``env`` dict each ``execute`` is given (that dict's names are added to the session,
+    and the session's variables are written back to it); 2fb46cc: ``env`` is the session, so a
+    new dict starts a new one."""
     """0.5.0: the REPL has ``SHOW_VARS()``, the user variables and their type names."""
     refused_provider_options: frozenset[str] = frozenset()
     """Model-call options the release refuses (0.5.0: litellm's ``num_retries``, and a per-call
@@ -79,6 +88,19 @@ class ApiSemantics:
     null_content_is_empty: bool = False
     """0.5.0: a reply whose content is null (reasoning-only, tool-call-only) counts as an empty
     response (event ``provider_response_normalized``); otherwise it is a ProviderResponseError."""
+    leaf_system_prompt: str | None = None
+    """0.5.0: every plain sub-call (``llm_query``, ``llm_query_batched``, ``rlm_query`` at the depth
+    limit) starts with a system message saying it answers a subproblem directly; 2fb46cc sends the
+    prompt alone."""
+    leaf_with_context: str = "{query}\n\n{context}"
+    """A plain sub-call's user message for a query over a context (0.5.0:
+    ``"Task:\n{query}\n\nContext:\n{context}"``); a query without context is sent alone."""
+    trajectory_shape: str = "rlm_compat"
+    """What ``result.trajectory`` and event handlers receive: ``"rlm_compat"``, the typed events
+    of docs/trajectory.md; ``"0.5"``, 0.5.0's field names with texts redacted unless asked for
+    (:mod:`rlm_compat.record.shape_v050`). A ``trajectory_path`` file is rlm_compat's either way."""
+    capture_trajectory_content_default: bool = True
+    """``RLM(capture_trajectory_content=...)``'s default: 0.5.0 keeps only text lengths unless asked."""
     module_renames: tuple[tuple[str, str], ...] = ()
     """Aliased submodules whose module-level functions follow this release: ``rlm.<a>`` is
     ``rlm_compat.<b>`` under :func:`~rlm_compat.dropin.install_alias` (0.5.0: ``parser`` ->
@@ -102,6 +124,8 @@ class ApiSemantics:
             stats_per_run=True,
             answer_object=True,
             show_vars=True,
+            session_outlives_env=True,
+            strip_output_before_limit=True,
             refused_provider_options=frozenset({"num_retries", "max_retries"}),
             strict_limits=True,
             empty_response_feedback=(
@@ -112,6 +136,13 @@ class ApiSemantics:
             parsed_final_method="directive",
             retries_by_rlm=True,
             max_iterations_message="Max iterations ({limit}) exceeded without a final answer",
+            leaf_system_prompt=(
+                "Answer the subproblem from the context given with it, and only that context. "
+                "Reply with the answer itself: no REPL code, no FINAL directive."
+            ),
+            leaf_with_context="Task:\n{query}\n\nContext:\n{context}",
+            trajectory_shape="0.5",
+            capture_trajectory_content_default=False,
             module_renames=(("parser", "parser_v050"), ("repl", "repl_v050")),
         )
 

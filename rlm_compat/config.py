@@ -143,6 +143,9 @@ class ReplConfig:
     isolation: str | None = None
     limits: Limits = dataclasses.field(default_factory=Limits)
     start_method: str | None = None
+    strip_output: bool = False
+    """Strip the whole output of surrounding whitespace before it is cut and counted
+    (recursive-llm 0.5.0's observation); False: 2fb46cc's, the raw output is cut and counted."""
 
     def __post_init__(self) -> None:
         profile: Any = self.profile  # a name is accepted too
@@ -179,6 +182,8 @@ class ReplConfig:
         if start == "forkserver" and not hasattr(os, "fork"):
             raise ConfigurationError("start_method 'forkserver' needs os.fork; use 'spawn'")
         object.__setattr__(self, "start_method", start)
+        if not isinstance(self.strip_output, bool):
+            raise ConfigurationError(f"strip_output must be True or False, not {self.strip_output!r}")
 
     def replace(self, **changes: Any) -> ReplConfig:
         """A copy with some fields changed (validated); ``profile`` may be a name."""

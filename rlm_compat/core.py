@@ -62,6 +62,7 @@ from .profiles import Profile, resolve_profile
 from .prompts import build_system_prompt
 from .record import CompletionResult, FailedCompletionResult, Observer, Run, RunBudget, RunResult, TreeStats
 from .record.config import messages_digest, run_config
+from .record.shape_v050 import ReleaseShaper
 from .record.trajectory import TrajectoryWriter
 from .repl import REPLError, REPLExecutor
 from .retry import RetryPolicy
@@ -154,7 +155,7 @@ class RLM:
         event_handler: Observer | None = None,
         observers: Iterable[Observer] = (),
         trajectory_path: str | os.PathLike[str] | None = None,
-        capture_trajectory_content: bool = True,
+        capture_trajectory_content: bool | None = None,
         max_total_calls: int | None = None,
         max_total_tokens: int | None = None,
         max_total_cost_usd: float | None = None,
@@ -181,7 +182,9 @@ class RLM:
         ``event_handler`` / ``observers`` are called with every
         :class:`~rlm_compat.events.TrajectoryEvent` of a run, in order; ``trajectory_path`` writes
         each run's events there as JSON lines (``capture_trajectory_content=False``: lengths
-        instead of texts); ``max_total_calls`` / ``max_total_tokens`` / ``max_total_cost_usd`` /
+        instead of texts; its default is the API preset's, False under ``api="0.5"``, whose
+        result trajectory and handlers get 0.5.0's event shape); ``max_total_calls`` /
+        ``max_total_tokens`` / ``max_total_cost_usd`` /
         ``max_elapsed_seconds`` bound each run's whole tree (BudgetExceededError);
         ``max_concurrent_subcalls`` bounds the model calls of one ``llm_query_batched`` /
         ``rlm_query_batched``; ``max_retries`` is litellm's retry count for transient provider
@@ -257,6 +260,8 @@ class RLM:
                 raise ConfigurationError(f"event observers must be callables, not {handler!r}")
         self.observers: list[Observer] = handlers
         self.trajectory_path = trajectory_path
+        if capture_trajectory_content is None:
+            capture_trajectory_content = self.api.capture_trajectory_content_default
         self.capture_trajectory_content = bool(capture_trajectory_content)
         self.max_total_calls = max_total_calls
         self.max_total_tokens = max_total_tokens
@@ -338,7 +343,11 @@ class RLM:
         writer = None
         if self.trajectory_path is not None:
             writer = TrajectoryWriter(self.trajectory_path, redact=not self.capture_trajectory_content)
-        return Run(budget=budget, observers=self.observers, trajectory=writer)
+        shape = None
+        if self.api.trajectory_shape == "0.5":
+            attempts = 1 + (self.max_retries or 0) if self.api.retries_by_rlm else 1
+            shape = ReleaseShaper(capture=self.capture_trajectory_content, max_attempts=attempts)
+        return Run(budget=budget, observers=self.observers, trajectory=writer, shape=shape)
 
     async def _run(
         self, query: str, context: str, kwargs: dict[str, Any], *, return_failure: bool
@@ -355,6 +364,7 @@ class RLM:
         config = run_config(self)
         root = run.node_id("rlm")
         depth = self._current_depth
+        run.note_context(root, context)
         run.emit(
             RunStarted, depth=depth, node_id=root, query=query, context_chars=_size(context), config=config
         )
@@ -394,6 +404,7 @@ class RLM:
         if query and not context:
             query, context = "", query
         depth = self._current_depth
+        run.note_context(node, context)
         run.emit(
             RlmStarted,
             depth=depth,
@@ -524,8 +535,11 @@ class RLM:
     ) -> str:
         """Execute the response in the node's REPL and record it; the observation for the model."""
         started = time.perf_counter()
+        remaining = step.run.budget.remaining_seconds()
+        if remaining is not None and remaining <= 0:
+            step.run.budget.expire()
         observation, failed = await step.loop.run_in_executor(
-            repl_thread, self._observe, step.repl, response, step.env
+            repl_thread, self._observe, step.repl, response, step.env, remaining
         )
         step.run.emit(
             ReplStep,
@@ -634,10 +648,16 @@ class RLM:
         return build_system_prompt(len(context), self._current_depth, version=self.prompt_version)
 
     @staticmethod
-    def _observe(repl: REPLExecutor, response: str, env: dict[str, Any]) -> tuple[str, bool]:
-        """Execute a response; the next user message (upstream's texts) and whether it failed."""
+    def _observe(
+        repl: REPLExecutor, response: str, env: dict[str, Any], deadline: float | None = None
+    ) -> tuple[str, bool]:
+        """Execute a response; the next user message (upstream's texts) and whether it failed.
+
+        ``deadline``: the run's remaining wall time (``max_elapsed_seconds``), which caps the
+        step's ``repl_timeout`` so one long step cannot outlive the run's budget.
+        """
         try:
-            return repl.execute(response, env), False
+            return repl.execute(response, env, timeout=deadline), False
         except REPLError as exc:
             return f"Error: {exc}", True
         except Exception as exc:  # upstream feeds any other failure back too
@@ -941,7 +961,7 @@ class _SubCalls:
             """One plain model call (no REPL) answering ``query`` over ``context``."""
             _check_text("llm_query(query)", query)
             _check_text("llm_query(context)", context)
-            return self._call("llm_query", 1, self._leaf(_leaf_prompt(query, context), model))
+            return self._call("llm_query", 1, self._leaf(self._leaf_prompt(query, context), model))
 
         return llm_query
 
@@ -982,8 +1002,18 @@ class _SubCalls:
 
     # --- what they run on the loop ---------------------------------------------------------------
 
+    def _leaf_prompt(self, query: str, context: str) -> str:
+        """The user message of a plain model call asked ``query`` over ``context``."""
+        if not context:
+            return query
+        values = {"query": query, "context": context}
+        return re.sub(r"\{(query|context)\}", lambda m: values[m[1]], self.rlm.api.leaf_with_context)
+
     async def _leaf(self, prompt: str, model: str | None) -> str:
         messages = [Message(role="user", content=prompt)]
+        system = self.rlm.api.leaf_system_prompt
+        if system is not None:
+            messages.insert(0, Message(role="system", content=system))
         return await self.rlm._call_llm(
             self.run,
             self.node,
@@ -1000,7 +1030,7 @@ class _SubCalls:
     async def _rlm(self, query: str, context: str) -> str:
         """A child RLM; at the depth limit a plain model call over query and context instead."""
         if self.rlm._current_depth + 1 >= self.rlm.max_depth:
-            return await self._leaf(_leaf_prompt(query, context), None)
+            return await self._leaf(self._leaf_prompt(query, context), None)
         return await self._child(query, context)
 
     async def _batch(self, jobs: list[Callable[[], Awaitable[str]]]) -> list[str]:
@@ -1023,11 +1053,6 @@ class _SubCalls:
         if spent:
             raise spent[0]
         return answers
-
-
-def _leaf_prompt(query: str, context: str) -> str:
-    """The user message of a plain model call asked ``query`` over ``context``."""
-    return f"{query}\n\n{context}" if context else query
 
 
 class _ItemError(str):

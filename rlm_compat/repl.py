@@ -36,8 +36,9 @@ class REPLExecutor:
     :class:`~rlm_compat.config.Limits`; ``memory_limit_mb`` is a shortcut for its ``memory_mb``.
     ``config``: a whole :class:`~rlm_compat.config.ReplConfig` instead of the separate arguments.
     ``api``: the API preset (:mod:`rlm_compat.compat`; default ``$RLM_COMPAT_API`` or 2fb46cc's);
-    under ``"0.5"`` the REPL has ``SHOW_VARS()`` and an ``answer`` dict in ``env`` ends a run
-    when marked ready (:meth:`pop_final_answer`).
+    under ``"0.5"`` the REPL has ``SHOW_VARS()``, an ``answer`` dict in ``env`` ends a run
+    when marked ready (:meth:`pop_final_answer`), and the session keeps its variables whatever
+    ``env`` dict each ``execute`` gets (``session_outlives_env``).
 
     Lifecycle (recursive-llm 0.5.0's): use it as a context manager, or call :meth:`close`, to
     release the worker at once (a later step starts a new one); :meth:`abort` kills a running
@@ -70,8 +71,10 @@ class REPLExecutor:
             )
         elif not isinstance(config, ReplConfig):
             raise ConfigurationError(f"config must be a ReplConfig, not {type(config).__name__}")
-        self.config = config
         self.api = resolve_api(api)
+        if self.api.strip_output_before_limit and not config.strip_output:
+            config = config.replace(strip_output=True)
+        self.config = config
         self._runner: Runner = make_runner(config)
         self._env: dict[str, Any] | None = None
         self._host_names: frozenset[str] = frozenset()
@@ -128,7 +131,12 @@ class REPLExecutor:
         step_timeout = _check_timeout(timeout)
         if self._aborted.is_set():
             raise REPLError("REPL execution was aborted; create a new REPLExecutor")
-        if self._env is not env:
+        given = env
+        if self.api.session_outlives_env and self._env is not None and env is not self._env:
+            self._host_names |= frozenset(k for k, v in env.items() if _is_host_function(v))
+            env = self._env
+            env.update(given)
+        elif self._env is not env:
             self._host_names = frozenset(k for k, v in env.items() if _is_host_function(v))
         self._env = env
         added = self._add_helpers(env)
@@ -137,6 +145,8 @@ class REPLExecutor:
         finally:
             for name in added:
                 env.pop(name, None)
+            if given is not env:
+                given.update(env)
             if self.api.answer_object:
                 answer = env.get("answer")
                 if isinstance(answer, dict) and answer.get("ready"):

@@ -7,6 +7,7 @@ leaks into the default shows up here.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -42,20 +43,21 @@ def test_max_depth_default_and_meaning_follow_the_preset(chat_server: ServerFact
     with pytest.raises(MaxDepthError):
         make(chat_server(replies()), max_depth=0).complete("q", "ctx")
 
-    # 0.5, max_depth=1: recursive_llm is a plain model call (no system prompt, no REPL)
+    # 0.5, max_depth=1: recursive_llm is a plain model call (0.5.0's sub-call system message, no REPL)
     server = chat_server(replies("r = recursive_llm('sub', 'piece')", "leaf says hi", "FINAL_VAR(r)"))
     rlm = make(server, api="0.5", recursive_model="openai/leaf")
     assert rlm.complete("q", "ctx") == "leaf says hi"
     leaf = server.requests[1]
-    assert leaf["model"] == "leaf" and [m["role"] for m in leaf["messages"]] == ["user"]
-    assert "sub" in leaf["messages"][0]["content"] and "piece" in leaf["messages"][0]["content"]
+    assert leaf["model"] == "leaf" and [m["role"] for m in leaf["messages"]] == ["system", "user"]
+    assert leaf["messages"][0]["content"].startswith("Answer the subproblem")
+    assert leaf["messages"][1]["content"] == "Task:\nsub\n\nContext:\npiece"
     assert (rlm.stats["leaf_calls"], rlm.stats["max_depth_reached"]) == (1, 1)
 
 
 def test_llm_query_takes_a_context_second_under_the_preset(chat_server: ServerFactory) -> None:
     server = chat_server(replies("a = llm_query('what?', 'the piece')", "leaf", "FINAL_VAR(a)"))
     assert make(server, api="0.5").complete("q", "ctx") == "leaf"
-    assert "the piece" in server.requests[1]["messages"][0]["content"]
+    assert "the piece" in server.requests[1]["messages"][-1]["content"]
     assert server.requests[1]["model"] == "root"
 
     # 2fb46cc: the second positional argument is the model
@@ -283,3 +285,60 @@ def test_max_iterations_message_follows_the_preset(chat_server: ServerFactory) -
         make(chat_server(["x = 1"]), max_iterations=1).complete("q", "ctx")
     with pytest.raises(MaxIterationsError, match=r"^Max iterations \(1\) exceeded without a final answer$"):
         make(chat_server(["x = 1"]), api="0.5", max_iterations=1).complete("q", "ctx")
+
+
+def test_result_trajectory_takes_the_release_shape_under_the_preset(chat_server: ServerFactory) -> None:
+    script = ("x = context[:3]\nprint(x)", "a = llm_query('sub', 'piece')", "leaf", "FINAL_VAR(a)")
+    redacted = make(chat_server(replies(*script)), api="0.5").complete_result("Secret q", "Secret c")
+    kinds = [e.kind for e in redacted.trajectory]
+    assert kinds[0] == "run_start" and kinds[-1] == "run_end" and "subcall_start" not in kinds
+    assert [e.sequence for e in redacted.trajectory] == list(range(1, len(kinds) + 1))
+    assert redacted.trajectory[0].data == {"query_chars": 8, "context_chars": 8}
+    assert "Secret" not in json.dumps(redacted.to_dict())
+    step = next(e for e in redacted.trajectory if e.kind == "repl_step")
+    assert step.data == {"status": "ok", "code_chars": len(script[0]), "output_chars": 3}
+
+    seen: list[Any] = []
+    rlm = make(
+        chat_server(replies(*script)),
+        api="0.5",
+        capture_trajectory_content=True,
+        event_handler=seen.append,
+    )
+    captured = rlm.complete_result("Secret q", "Secret c")
+    assert seen == list(captured.trajectory)
+    assert captured.trajectory[0].data == {"query": "Secret q", "context": "Secret c"}
+    starts = [e.data for e in captured.trajectory if e.kind == "model_call_start"]
+    # every call reports the whole list it sent, as the provider received it
+    assert [len(s["messages"]) for s in starts] == [s["message_count"] for s in starts] == [2, 4, 2, 6]
+    assert starts[2]["is_leaf"] and starts[2]["messages"][1]["content"] == "Task:\nsub\n\nContext:\npiece"
+    ends = [e.data for e in captured.trajectory if e.kind == "model_call_end"]
+    assert [e["response"] for e in ends] == list(script)
+
+    # the default API keeps rlm_compat's own typed events (docs/trajectory.md)
+    default = make(chat_server(replies(*script[:1], 'FINAL("ok")'))).complete_result("Secret q", "Secret c")
+    assert default.trajectory[0].data["query"] == "Secret q"
+    assert "reply" in next(e.data for e in default.trajectory if e.kind == "model_call_end")
+
+
+def test_a_repl_step_is_cut_off_by_the_run_time_budget(chat_server: ServerFactory) -> None:
+    from rlm_compat.errors import BudgetExceededError
+
+    server = chat_server(replies('FINAL("warm")', "while True: pass"))
+    assert make(server, api="0.5").complete("q", "ctx") == "warm"  # litellm imported before the clock runs
+    rlm = make(
+        server,
+        api="0.5",
+        repl_timeout=60,
+        max_elapsed_seconds=3,
+        isolation="process",
+        capture_trajectory_content=True,
+    )
+    with pytest.raises(BudgetExceededError) as raised:
+        rlm.complete("q", "ctx")
+    # the step's 60 s timeout never ran out: the budget's deadline ended it
+    assert raised.value.metric == "elapsed_seconds"
+    step = next(e for e in rlm.trajectory if e.kind == "repl_step")
+    assert step.data["status"] == "error"
+    limit = float(re.search(r"exceeded the ([0-9.]+) s timeout", step.data["output"])[1])  # type: ignore[index]
+    assert limit <= 3

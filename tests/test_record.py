@@ -628,3 +628,10 @@ def test_aliased_rlm_stats_is_the_usage_module() -> None:
 
     assert MODULE_RENAMES["stats"] == "record.usage"
     assert MODULE_RENAMES["budget"] == "record.budget"
+
+
+def test_rlm_query_batched_refuses_mismatched_contexts(chat_server: ServerFactory) -> None:
+    server = chat_server(['rlm_query_batched(["one", "two"], ["context"])', 'FINAL("done")'])
+    make(server).complete("q", "c")
+    shown = server.requests[1]["messages"][-1]["content"]
+    assert "ValueError" in shown and "2 queries but 1 contexts" in shown

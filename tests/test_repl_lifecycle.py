@@ -116,3 +116,30 @@ def test_context_manager_releases_the_worker() -> None:
         runner = repl._runner
         assert getattr(runner, "worker_pid", None) is not None
     assert getattr(runner, "worker_pid", None) is None
+
+
+def test_session_outlives_each_env_dict_under_the_050_preset(repl: REPLExecutor) -> None:
+    first: dict[str, object] = {}
+    repl.execute("meaning = 42", first)
+    second: dict[str, object] = {"extra": 1}
+    assert repl.execute("print(meaning + extra)", second) == "43"
+    assert second["meaning"] == 42  # the session's variables are written back to the dict given
+    assert "meaning" in repl.execute("SHOW_VARS()", {})
+    # 2fb46cc: the dict is the session, so a new one starts afresh
+    with REPLExecutor(isolation="inline") as plain:
+        plain.execute("meaning = 42", {})
+        with pytest.raises(REPLError, match="meaning"):
+            plain.execute("meaning", {})
+
+
+@pytest.mark.parametrize("isolation", ISOLATIONS)
+def test_output_is_stripped_before_it_is_cut_under_the_050_preset(isolation: str) -> None:
+    code = "print('  ' + 'x' * 50 + '  ')"
+    with REPLExecutor(max_output_chars=10, isolation=isolation, api="0.5") as repl:
+        assert repl.execute(code, {}) == "x" * 10 + "\n\n[Output truncated: 50 chars total, showing first 10]"
+        assert repl.execute("print('  ab  '); print('   ')", {}) == "ab"
+    with REPLExecutor(max_output_chars=10, isolation=isolation) as raw:  # 2fb46cc counts print's newline
+        assert (
+            raw.execute(code, {})
+            == "  " + "x" * 8 + "\n\n[Output truncated: 55 chars total, showing first 10]"
+        )

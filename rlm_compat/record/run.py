@@ -2,8 +2,11 @@
 
 The loop holds no run figures of its own. It hands every event to ``Run.emit``, which numbers it,
 keeps it for the result object and passes it to the observers in order (the tree stats, the
-budget, a trajectory file, the user's handlers). Several runs of one RLM instance, from threads or
-tasks, each have their own Run, so their figures never mix.
+budget, a trajectory file, the user's handlers). Under the 0.5 API preset a
+:class:`~rlm_compat.record.shape_v050.ReleaseShaper` converts what the result keeps and the
+user's handlers see to recursive-llm 0.5.0's shape; the internal observers see the original.
+Several runs of one RLM instance, from threads or tasks, each have their own Run, so their
+figures never mix.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from typing import Any, TypeVar
 
 from ..events import TrajectoryEvent
 from .budget import RunBudget
+from .shape_v050 import ReleaseShaper
 from .stats import TreeStats
 from .trajectory import TrajectoryWriter
 
@@ -42,6 +46,7 @@ class Run:
         budget: RunBudget | None = None,
         observers: Iterable[Observer] = (),
         trajectory: TrajectoryWriter | None = None,
+        shape: ReleaseShaper | None = None,
     ) -> None:
         self.started = time.monotonic()
         self.stats = TreeStats()
@@ -51,9 +56,11 @@ class Run:
         if trajectory is not None:
             self._internal.append(trajectory)
         self._external = list(observers)
+        self.shape = shape
         self._events: list[TrajectoryEvent] = []
         self._lock = threading.RLock()
         self._ids = itertools.count(1)
+        self._sequence = itertools.count(1)
         self._warned: set[int] = set()
 
     @property
@@ -70,16 +77,19 @@ class Run:
         """Build the next event of kind ``cls`` and deliver it to every observer."""
         with self._lock:
             event = cls(
-                sequence=len(self._events) + 1,
+                sequence=next(self._sequence),
                 elapsed_seconds=round(time.monotonic() - self.started, 6),
                 **fields,
             )
-            self._events.append(event)
             for observer in self._internal:
                 observer(event)
+            shown: TrajectoryEvent | None = event if self.shape is None else self.shape(event)
+            if shown is None:
+                return event
+            self._events.append(shown)
             for observer in self._external:
                 try:
-                    observer(event)
+                    observer(shown)
                 except Exception as exc:
                     if id(observer) not in self._warned:
                         self._warned.add(id(observer))
@@ -91,8 +101,13 @@ class Run:
                         )
         return event
 
+    def note_context(self, node_id: str, context: Any) -> None:
+        """Tell the shaper, if any, the context RLM node ``node_id`` was given."""
+        if self.shape is not None:
+            self.shape.note_context(node_id, context)
+
     def events(self) -> tuple[TrajectoryEvent, ...]:
-        """The events so far (immutable objects; the tuple is a snapshot)."""
+        """The events so far, as the result shows them (shaped, if a shaper is set)."""
         with self._lock:
             return tuple(self._events)
 

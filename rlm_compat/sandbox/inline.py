@@ -88,7 +88,7 @@ class InlineRunner:
             error_type = REPLSecurityError if any(i.kind == "policy" for i in issues) else REPLError
             wheres = [describe_line(i.line, program.line_map, program.blocks) for i in issues]
             raise error_type(self._texts.compile_error(issues, wheres))
-        sink = CappedText(self.config.max_output_chars)
+        sink = CappedText(self.config.max_output_chars, strip=self.config.strip_output)
         outcome = self._guarded(
             env,
             sink,
@@ -99,7 +99,7 @@ class InlineRunner:
         )
         if isinstance(outcome, _Failure):
             raise outcome.error_type(outcome.text)
-        return self._texts.output(sink.getvalue(), sink.total, self.config.max_output_chars)
+        return self._texts.output(sink.getvalue(), sink.shown_total, self.config.max_output_chars)
 
     def render(self, env: dict[str, Any], name: str) -> str:
         """``str(env[name])`` for a final answer, under the step's deadline, memory guard and cap."""

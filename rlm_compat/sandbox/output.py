@@ -35,21 +35,35 @@ class CappedText:
     """Text written during one execution: the first ``limit`` characters kept, all counted.
 
     That is all the truncation marker needs (the head and the total length), so a print flood
-    costs a counter increment, not memory.
+    costs a counter increment, not memory. ``strip``: the text as if stripped of surrounding
+    whitespace (leading whitespace is never kept; :attr:`shown_total` leaves the trailing out).
     """
 
-    __slots__ = ("_kept", "_limit", "_parts", "total")
+    __slots__ = ("_kept", "_limit", "_parts", "_strip", "_trailing", "total")
 
-    def __init__(self, limit: int) -> None:
+    def __init__(self, limit: int, *, strip: bool = False) -> None:
         self._parts: list[str] = []
         self._kept = 0
         self._limit = limit
+        self._strip = strip
+        self._trailing = 0
         self.total = 0
+
+    @property
+    def shown_total(self) -> int:
+        """The length the truncation marker reports (without trailing whitespace when stripping)."""
+        return self.total - self._trailing
 
     def write(self, text: str) -> int:
         """Append ``text`` (str only, as a text file would insist)."""
         if not isinstance(text, str):
             raise TypeError(f"write() argument must be str, not {type(text).__name__}")
+        written = len(text)
+        if self._strip:
+            if self.total == 0:
+                text = text.lstrip()
+            body = text.rstrip()
+            self._trailing = self._trailing + len(text) if not body else len(text) - len(body)
         n = len(text)
         self.total += n
         room = self._limit - self._kept
@@ -57,7 +71,7 @@ class CappedText:
             piece = text if n <= room else text[:room]
             self._parts.append(piece)
             self._kept += len(piece)
-        return n
+        return written
 
     def flush(self) -> None:
         """Nothing to flush; present because ``print(..., flush=True)`` calls it."""
@@ -68,8 +82,11 @@ class CappedText:
 
     def extend(self, other: CappedText) -> None:
         """Append another capped text; the head stays exact because each part kept its own head."""
-        self.total += other.total - len(other.getvalue())
+        hidden = other.total - len(other.getvalue())
+        self.total += hidden
         self.write(other.getvalue())
+        if hidden and self._strip:
+            self._trailing = other._trailing if other._strip else 0
 
 
 class _Discard:
