@@ -199,8 +199,12 @@
     if (n.kind === "rlm" && n.query !== null) { body.appendChild(el("div", "label", "query")); body.appendChild(block(n.query, "query")); }
     if (n.system_prompt) {
       var prompt = el("details", "system-prompt");
-      prompt.appendChild(el("summary", "label", "system prompt (" + num(n.system_prompt.length) + " characters)"));
-      prompt.addEventListener("toggle", function () { if (prompt.open && prompt.childNodes.length === 1) prompt.appendChild(block(n.system_prompt, "query")); });
+      var promptSummary = el("summary", "label", "system prompt (" + num(n.system_prompt.length) + " characters)");
+      prompt.appendChild(promptSummary);
+      // filled on first open; on click too, because "toggle" fires a task later than the click
+      var fillPrompt = function () { if (prompt.childNodes.length === 1) prompt.appendChild(block(n.system_prompt, "query")); };
+      promptSummary.addEventListener("click", fillPrompt);
+      prompt.addEventListener("toggle", function () { if (prompt.open) fillPrompt(); });
       body.appendChild(prompt);
     }
     if (n.kind === "leaf") { body.appendChild(el("div", "label", "prompt")); body.appendChild(block(n.query, "query")); }
