@@ -406,7 +406,7 @@ def _issue11_statement(draw: st.DrawFn, sc: _Scope, rule: str, pick: Any) -> str
             ("str", "from hashlib import md5\n{T} = md5(<S>.encode()).hexdigest()[:8]"),
             (
                 "list",
-                "from operator import attrgetter, methodcaller\n{T} = [methodcaller('upper')(<S>), attrgetter('real')(<I>)]\ndel attrgetter, methodcaller",
+                "from operator import attrgetter, methodcaller\n{T} = [len(methodcaller('upper')(<S>)), attrgetter('real')(<I>)]\ndel attrgetter, methodcaller",
             ),
             (
                 "list",
