@@ -174,3 +174,23 @@ def test_a_rebinding_that_reuses_the_old_objects_address_still_comes_back() -> N
         ex.execute('x = None\nx = "b" * 100000\ny = None\ny = 12345678902', env)
         assert env["x"] == "b" * 100000 and env["y"] == 12345678902
         assert ex.execute("print(x[:3], y)", env) == "bbb 12345678902"
+
+
+@pytest.mark.parametrize("kind", ["answer", "answer_var"])
+def test_answer_host_functions_cross_the_process_boundary_once(kind: str) -> None:
+    """FINAL / FINAL_VAR texts are made on the worker's side; the parent must not re-check the
+    already-made (name, text) pair as if it were the model's argument list."""
+    got: list[tuple[object, ...]] = []
+
+    def final(text: str) -> None:
+        got.append((text,))
+
+    def final_var(name: object, text: str | None) -> None:
+        got.append((name, text))
+
+    fn = final if kind == "answer" else final_var
+    env: dict = {"F": host_call(fn, kind), "total": 0}
+    ex = REPLExecutor(timeout=2, isolation="process")
+    argument = "'total'" if kind == "answer_var" else "total"
+    ex.execute(f"total = 41\ntotal += 1\nF({argument})", env)
+    assert got == ([("42",)] if kind == "answer" else [("total", "42")])

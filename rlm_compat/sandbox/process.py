@@ -299,6 +299,12 @@ class ProcessRunner:
             args, kwargs = safe_loads(payload)
         except Exception as exc:
             return {"op": "raise", "error": TypeError(Texts.unsendable_argument(name, exc))}
+        if isinstance(fn, HostCall) and fn.kind != "call":
+            # The worker's own HostCall already made FINAL / FINAL_VAR's text; calling the
+            # parent's HostCall would check the made (name, text) pair as the model's arguments.
+            if kwargs or not _answer_shape(fn.kind, args):
+                return {"op": "raise", "error": TypeError(f"{name}() got a malformed answer from the worker")}
+            fn = fn.__wrapped__
         try:
             result = fn(*args, **kwargs)
         except (KeyboardInterrupt, SystemExit):
@@ -408,3 +414,14 @@ def _abandon(box: list[Any]) -> None:
 
 
 _NOTHING = object()
+
+
+def _answer_shape(kind: str, args: tuple[Any, ...]) -> bool:
+    """Whether ``args`` are what the worker's side of an answer host function makes.
+
+    ``answer``: ``(text,)``; ``answer_var``: ``(name, text or None)``. The worker is sandboxed
+    but its messages are still untrusted: anything else is refused rather than passed on.
+    """
+    if kind == "answer":
+        return len(args) == 1 and isinstance(args[0], str)
+    return len(args) == 2 and (args[1] is None or isinstance(args[1], str))
