@@ -32,6 +32,7 @@ from typing import Any
 from .. import errors
 from ..compat import ApiSemantics, resolve_api
 from ..config import ReplConfig
+from ..core import _check_text, _texts  # the loop's own argument checks, so replay refuses alike
 from ..errors import LLMCallError, REPLError, TrajectoryError
 from ..parser import missing_variable_error
 from ..profiles import Profile, resolve_profile
@@ -449,15 +450,3 @@ def replayed_failure(error: str) -> Exception:
         return LLMCallError(error)
     stand_in: type[Exception] = type(name, (Exception,), {"__module__": "rlm_compat.replayed"})
     return stand_in(message)
-
-
-def _check_text(what: str, value: Any) -> None:
-    if not isinstance(value, str):
-        raise TypeError(f"{what} needs a str, not {type(value).__name__}")
-
-
-def _texts(what: str, values: Any) -> list[str]:
-    items = [] if isinstance(values, str) else list(values)
-    if isinstance(values, str) or not all(isinstance(v, str) for v in items):
-        raise TypeError(f"{what} needs a list of str")
-    return items
