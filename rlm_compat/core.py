@@ -986,13 +986,7 @@ class _SubCalls:
     def rlm_query_batched(self) -> Callable[..., list[str]]:
         def rlm_query_batched(queries: Iterable[Any], contexts: Iterable[Any] | None = None) -> list[str]:
             """Child RLMs run concurrently, answers in order; a failed one reads 'Error: ...'."""
-            items = _texts("rlm_query_batched(queries)", queries)
-            texts = [""] * len(items) if contexts is None else _texts("rlm_query_batched(contexts)", contexts)
-            if len(texts) != len(items):
-                raise ValueError(
-                    f"rlm_query_batched got {len(items)} queries but {len(texts)} contexts; pass one context "
-                    "per query, or none"
-                )
+            items, texts = _query_pairs(queries, contexts)
             work = self._batch(
                 [functools.partial(self._rlm, q, c) for q, c in zip(items, texts, strict=True)]
             )
@@ -1102,6 +1096,18 @@ def _texts(what: str, values: Any) -> list[str]:
     if isinstance(values, str) or not all(isinstance(v, str) for v in items):
         raise TypeError(f"{what} needs a list of str")
     return items
+
+
+def _query_pairs(queries: Iterable[Any], contexts: Iterable[Any] | None) -> tuple[list[str], list[str]]:
+    """rlm_query_batched's arguments checked: the queries and one context per query ("" if none)."""
+    items = _texts("rlm_query_batched(queries)", queries)
+    texts = [""] * len(items) if contexts is None else _texts("rlm_query_batched(contexts)", contexts)
+    if len(texts) != len(items):
+        raise ValueError(
+            f"rlm_query_batched got {len(items)} queries but {len(texts)} contexts; pass one context "
+            "per query, or none"
+        )
+    return items, texts
 
 
 def _run_on_loop(loop: asyncio.AbstractEventLoop, coro: Coroutine[Any, Any, _T]) -> _T:

@@ -32,7 +32,11 @@ from typing import Any
 from .. import errors
 from ..compat import ApiSemantics, resolve_api
 from ..config import ReplConfig
-from ..core import _check_text, _texts  # the loop's own argument checks, so replay refuses alike
+from ..core import (  # the loop's own argument checks, so replay refuses alike
+    _check_text,
+    _query_pairs,
+    _texts,
+)
 from ..errors import LLMCallError, REPLError, TrajectoryError
 from ..parser import missing_variable_error
 from ..profiles import Profile, resolve_profile
@@ -416,13 +420,7 @@ class _Served:
 
     def rlm_query_batched(self, queries: Iterable[Any], contexts: Iterable[Any] | None = None) -> list[str]:
         """Child RLMs: their recorded answers, in order."""
-        items = _texts("rlm_query_batched(queries)", queries)
-        texts = [""] * len(items) if contexts is None else _texts("rlm_query_batched(contexts)", contexts)
-        if len(texts) != len(items):
-            raise ValueError(
-                f"rlm_query_batched got {len(items)} queries but {len(texts)} contexts; pass one context "
-                "per query, or none"
-            )
+        items, texts = _query_pairs(queries, contexts)
         answers = []
         for query, context in zip(items, texts, strict=True):
             item = self._take(self._child_kinds(), "rlm_query_batched")
