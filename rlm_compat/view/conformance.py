@@ -113,7 +113,9 @@ def conformance_payload(paths: list[Path]) -> dict[str, Any]:
                 {
                     "name": impl.get("name", "?"),
                     "oracle": oracle,
-                    "profile": str(impl.get("info", {}).get("profile") or "(none)"),
+                    "profile": str(
+                        impl.get("info", {}).get("profile") or ("fixed" if oracle == "cpython" else "(none)")
+                    ),
                     "python": python,
                     "gated": bool(impl.get("gated")),
                     "counts": impl.get("counts", {}),
