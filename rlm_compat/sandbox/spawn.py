@@ -145,10 +145,12 @@ class _State:
             return self.root
 
     def new_workdir(self) -> str:
-        root = self.ensure_root()
-        path = os.path.join(root, f"w{next(self.counter)}")
-        os.mkdir(path, 0o700)
-        return path
+        """Made under the lock :func:`shutdown` removes the root under: a directory made while the
+        root is being removed would keep the root alive after ``state.root`` forgot it (a leak)."""
+        with self.lock:
+            path = os.path.join(self.ensure_root(), f"w{next(self.counter)}")
+            os.mkdir(path, 0o700)
+            return path
 
     def ensure_zygote(self, preload: Sequence[str]) -> ZygoteClient:
         with self.lock:
