@@ -82,12 +82,41 @@ def test_v050_executor_constructor() -> None:
     for bad in ({"timeout": 0}, {"max_output_chars": 0}):
         with pytest.raises(ValueError):
             REPLExecutor(**bad)  # type: ignore[arg-type]
-    with pytest.raises(UnsupportedOptionError, match="reply_bytes"):
-        REPLExecutor(max_snapshot_bytes=1024)
+    for bad_size in (0, -1, "1024", 1.5, True):
+        with pytest.raises(ConfigurationError, match="max_snapshot_bytes"):
+            REPLExecutor(max_snapshot_bytes=bad_size)  # type: ignore[arg-type]
     with pytest.raises(UnsupportedOptionError, match="private helper"):
         _worker_main()
     with pytest.raises(REPLError, match="not running"):
         REPLExecutor().get_variable("x")
+
+
+@pytest.mark.parametrize("isolation", ["process", "inline"])
+def test_snapshot_cap_withholds_the_biggest_values_from_env(isolation: str) -> None:
+    config = REPLExecutor().config.replace(isolation=isolation)
+    with REPLExecutor(max_snapshot_bytes=1024, config=config) as repl:
+        env: dict = {"context": "c" * 5000}
+        repl.execute("small = 'x'\nbig = 'y' * 5000\nb = 'b' * 600\na = 'a' * 600", env)
+        # smallest first, equal sizes by name: small, a fit; b and big do not
+        assert env["small"] == "x" and env["a"] == "a" * 600
+        assert "b" not in env and "big" not in env
+        assert env["context"] == "c" * 5000  # never part of the snapshot
+        assert repl.get_variable("big") == (True, "y" * 5000)
+        assert repl.execute("len(big), len(b)", env) == "(5000, 600)"
+        shown = repl.execute("sorted(SHOW_VARS())", env)
+        assert "'big'" in shown and "'b'" in shown
+        assert repl.render(env, "b") == "b" * 600 and "b" not in env
+        env["big"] = "mine"  # the caller's value wins over the withheld one
+        assert repl.execute("big", env) == "mine"
+        assert env["big"] == "mine"
+        repl.execute("del b\nbig = 'z' * 5000", env)
+        assert repl.get_variable("b") == (False, None)
+        assert "big" not in env and repl.get_variable("big") == (True, "z" * 5000)
+        with pytest.raises(REPLError):
+            repl.execute("huge = 'h' * 4000\n1 / 0", env)
+        assert "huge" not in env and repl.get_variable("huge") == (True, "h" * 4000)
+        repl.close()
+        assert repl.execute("'big' in SHOW_VARS()", env) == "False"
 
 
 def test_out_of_scope_list_names_each_test_with_a_reason() -> None:
