@@ -27,7 +27,7 @@ from . import parser as _parser
 from . import parser_v050 as _parser_v050
 from ._lazy import LazyModule
 from .clients import LiteLLMClient, LLMClient, ModelReply, retry_listener
-from .config import Limits, ReplConfig
+from .config import Limits, ReplConfig, WorkerResourceLimits
 from .errors import (
     BudgetExceededError,
     ConfigurationError,
@@ -92,6 +92,30 @@ is_final = _parser.is_final
 parse_response = _parser.parse_response
 
 _T = TypeVar("_T")
+
+_DEFAULT_SNAPSHOT_BYTES = 1_000_000
+"""recursive-llm 0.5.0's default ``repl_max_snapshot_bytes``."""
+
+
+def _resource_limits(memory_mb: Any, cpu_seconds: Any, open_files: Any) -> WorkerResourceLimits:
+    """0.5.0's ``repl_*`` limit keywords, checked; an error names the keyword the caller used."""
+    try:
+        return WorkerResourceLimits(
+            memory_mb=memory_mb, cpu_time_seconds=cpu_seconds, max_open_files=open_files
+        )
+    except ConfigurationError as exc:
+        text = str(exc)
+        for field, keyword in _RESOURCE_KEYWORDS:
+            if text.startswith(field):
+                text = keyword + text[len(field) :]
+        raise ConfigurationError(text) from None
+
+
+_RESOURCE_KEYWORDS = (
+    ("memory_mb", "repl_memory_limit_mb"),
+    ("cpu_time_seconds", "repl_cpu_time_limit_seconds"),
+    ("max_open_files", "repl_max_open_files"),
+)
 
 
 def run_sync(coro: Coroutine[Any, Any, _T]) -> _T:
@@ -165,6 +189,10 @@ class RLM:
         final_answer_validator: Callable[[str], str | None] | None = None,
         completion_handler: Callable[..., Awaitable[Any]] | None = None,
         retry_backoff_seconds: float | None = None,
+        repl_max_snapshot_bytes: int | None = None,
+        repl_memory_limit_mb: int | None = None,
+        repl_cpu_time_limit_seconds: int | None = None,
+        repl_max_open_files: int | None = None,
         **llm_kwargs: Any,
     ) -> None:
         """Same positional parameters as upstream; keyword-only additions default to its behaviour.
@@ -192,6 +220,14 @@ class RLM:
         final answer: None accepts it, a non-empty string rejects it and is shown to the model,
         which continues (child RLMs are not validated). ``completion_handler``: an async callable
         called instead of ``litellm.acompletion`` (same keywords, same response shape).
+
+        recursive-llm 0.5.0's REPL keywords: ``repl_memory_limit_mb``,
+        ``repl_cpu_time_limit_seconds``, ``repl_max_open_files`` replace the matching
+        :class:`~rlm_compat.config.Limits` (as :class:`~rlm_compat.config.WorkerResourceLimits`
+        does; not with ``repl_config``, whose limits are whole). ``repl_max_snapshot_bytes`` is
+        checked and kept (``result.config``): in 0.5.0 it bounds the parent's copy of the REPL
+        state; an RLM's state never leaves it here, and every plain-data variable is kept (what a
+        step sends back is bounded by ``limits.reply_bytes``).
         """
         if not isinstance(model, str) or not model:
             raise ConfigurationError("model must be a non-empty string such as 'gpt-4o-mini'")
@@ -214,6 +250,24 @@ class RLM:
         self.max_depth = max_depth
         self.max_iterations = max_iterations
         self._current_depth = _current_depth
+        resources = _resource_limits(repl_memory_limit_mb, repl_cpu_time_limit_seconds, repl_max_open_files)
+        snapshot_bytes = (
+            _DEFAULT_SNAPSHOT_BYTES if repl_max_snapshot_bytes is None else repl_max_snapshot_bytes
+        )
+        if isinstance(snapshot_bytes, bool) or not isinstance(snapshot_bytes, int) or snapshot_bytes < 1:
+            raise ConfigurationError(
+                f"repl_max_snapshot_bytes must be an integer >= 1, not {snapshot_bytes!r}"
+            )
+        self.repl_max_snapshot_bytes = snapshot_bytes
+        self.repl_resource_limits = resources
+        if resources.configured:
+            if repl_config is not None:
+                raise ConfigurationError(
+                    "repl_memory_limit_mb / repl_cpu_time_limit_seconds / repl_max_open_files cannot "
+                    "be combined with repl_config=: set them in its limits (Limits(memory_mb=..., "
+                    "cpu_seconds=..., open_files=...))"
+                )
+            limits = resources.to_limits(limits)
         if repl_config is None:
             repl_config = ReplConfig(
                 profile=resolve_profile(profile),

@@ -193,12 +193,12 @@ def check_call_options(
             f"{caller}: {_names(refused)} refused under the {api.name} API semantics "
             "(retries are the RLM's own, counted in its stats and budget: use RLM max_retries=...)"
         )
-    unimplemented = sorted(set(options) & set(RELEASE_050_OPTIONS))
-    if unimplemented:
-        described = "; ".join(f"{n}: {RELEASE_050_OPTIONS[n]}" for n in unimplemented)
+    misplaced = sorted(set(options) & set(RELEASE_050_OPTIONS))
+    if misplaced:
+        described = "; ".join(f"{n}: {RELEASE_050_OPTIONS[n]}" for n in misplaced)
         raise UnsupportedOptionError(
-            f"{caller}: recursive-llm 0.5.0's {_names(unimplemented)} not implemented by this "
-            f"rlm_compat ({described}); refused rather than run without what was asked for"
+            f"{caller}: recursive-llm 0.5.0's {_names(misplaced)} set on RLM(...), not per model "
+            f"call ({described}); pass it when constructing the RLM"
         )
     unknown = sorted(n for n in options if n not in PROVIDER_OPTIONS and not _litellm_accepts(n))
     if unknown:

@@ -167,3 +167,37 @@ def test_cli_passes_arguments_after_double_dash_to_pytest(
     assert "not both" in capsys.readouterr().err
     with pytest.raises(SystemExit):
         main(["profiles", "--", "-x"])
+
+
+def test_rlm_takes_the_release_repl_keywords() -> None:
+    from rlm_compat import RLM
+    from rlm_compat.record.config import run_config
+
+    rlm = RLM(
+        "m",
+        api="0.5",
+        repl_memory_limit_mb=512,
+        repl_cpu_time_limit_seconds=10,
+        repl_max_open_files=64,
+        repl_max_snapshot_bytes=2048,
+    )
+    assert rlm.repl_config.limits == Limits().replace(memory_mb=512, cpu_seconds=10, open_files=64)
+    assert rlm.repl.config.limits == rlm.repl_config.limits
+    assert rlm.repl_resource_limits == WorkerResourceLimits(512, 10, 64)
+    assert run_config(rlm)["repl_max_snapshot_bytes"] == 2048
+    base = Limits(memory_mb=100, reply_bytes=4096)
+    assert RLM("m", limits=base, repl_max_open_files=32).repl_config.limits == base.replace(open_files=32)
+    default = RLM("m")
+    assert default.repl_config.limits == Limits() and default.repl_max_snapshot_bytes == 1_000_000
+    for bad, match in (
+        ({"repl_max_snapshot_bytes": 0}, "repl_max_snapshot_bytes must be an integer >= 1"),
+        ({"repl_max_open_files": 8}, "repl_max_open_files must be at least 16"),
+        ({"repl_memory_limit_mb": 0}, "repl_memory_limit_mb must be a positive integer"),
+        ({"repl_cpu_time_limit_seconds": "x"}, "repl_cpu_time_limit_seconds must be"),
+        (
+            {"repl_memory_limit_mb": 64, "repl_config": default.repl_config},
+            "cannot be combined with repl_config",
+        ),
+    ):
+        with pytest.raises(ConfigurationError, match=match):
+            RLM("m", **bad)

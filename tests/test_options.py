@@ -38,12 +38,13 @@ def test_own_options_cover_the_constructor() -> None:
     assert params <= OWN_OPTIONS | set(RELEASE_050_OPTIONS)
 
 
-def test_release_050_option_not_implemented_here_is_refused_not_dropped() -> None:
-    unimplemented = sorted(set(RELEASE_050_OPTIONS) - set(inspect.signature(RLM.__init__).parameters))
-    if not unimplemented:
-        pytest.skip("this build's RLM takes every 0.5.0 option")
-    with pytest.raises(UnsupportedOptionError, match=repr(unimplemented[0])):
-        RLM("m", **{unimplemented[0]: 1})
+def test_every_release_050_option_is_a_constructor_parameter_and_refused_per_call() -> None:
+    assert set(RELEASE_050_OPTIONS) <= set(inspect.signature(RLM.__init__).parameters)
+    for name in sorted(RELEASE_050_OPTIONS):
+        with pytest.raises(
+            UnsupportedOptionError, match=rf"'{name}' is set on RLM\(\.\.\.\), not per model call"
+        ):
+            check_call_options({name: 1}, caller="complete()")
 
 
 def test_provider_options_pass_verbatim_and_are_checked_for_shape() -> None:

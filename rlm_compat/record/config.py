@@ -44,6 +44,8 @@ def run_config(rlm: Any) -> dict[str, Any]:
         "max_elapsed_seconds": rlm.max_elapsed_seconds,
         "max_concurrent_subcalls": rlm.max_concurrent_subcalls,
         "max_retries": rlm.max_retries,
+        "retry_backoff_seconds": rlm.retry_backoff_seconds,
+        "repl_max_snapshot_bytes": rlm.repl_max_snapshot_bytes,
         "capture_trajectory_content": rlm.capture_trajectory_content,
         "final_answer_validator": rlm.final_answer_validator is not None,
         "client": type(rlm.client).__name__,
