@@ -101,6 +101,9 @@ class ApiSemantics:
     (:mod:`rlm_compat.record.shape_v050`). A ``trajectory_path`` file is rlm_compat's either way."""
     capture_trajectory_content_default: bool = True
     """``RLM(capture_trajectory_content=...)``'s default: 0.5.0 keeps only text lengths unless asked."""
+    max_concurrent_subcalls_default: int = 16
+    """``RLM(max_concurrent_subcalls=...)``'s default: how many model calls of one batched
+    sub-call run at once (0.5.0: 4; 2fb46cc has no batched calls, rlm_compat's own default 16)."""
     module_renames: tuple[tuple[str, str], ...] = ()
     """Aliased submodules whose module-level functions follow this release: ``rlm.<a>`` is
     ``rlm_compat.<b>`` under :func:`~rlm_compat.dropin.install_alias` (0.5.0: ``parser`` ->
@@ -143,6 +146,7 @@ class ApiSemantics:
             leaf_with_context="Task:\n{query}\n\nContext:\n{context}",
             trajectory_shape="0.5",
             capture_trajectory_content_default=False,
+            max_concurrent_subcalls_default=4,
             module_renames=(("parser", "parser_v050"), ("repl", "repl_v050")),
         )
 

@@ -184,7 +184,7 @@ class RLM:
         max_total_tokens: int | None = None,
         max_total_cost_usd: float | None = None,
         max_elapsed_seconds: float | None = None,
-        max_concurrent_subcalls: int = 16,
+        max_concurrent_subcalls: int | None = None,
         max_retries: int | None = None,
         final_answer_validator: Callable[[str], str | None] | None = None,
         completion_handler: Callable[..., Awaitable[Any]] | None = None,
@@ -302,6 +302,8 @@ class RLM:
             max_cost_usd=max_total_cost_usd,
             max_elapsed_seconds=max_elapsed_seconds,
         )
+        if max_concurrent_subcalls is None:
+            max_concurrent_subcalls = self.api.max_concurrent_subcalls_default
         for name, value, least in (
             ("max_concurrent_subcalls", max_concurrent_subcalls, 1),
             ("max_retries", 0 if max_retries is None else max_retries, 0),

@@ -201,3 +201,11 @@ def test_rlm_takes_the_release_repl_keywords() -> None:
     ):
         with pytest.raises(ConfigurationError, match=match):
             RLM("m", **bad)
+
+
+def test_batched_concurrency_default_follows_the_preset() -> None:
+    from rlm_compat import RLM
+
+    assert RLM("m", api="0.5").max_concurrent_subcalls == 4
+    assert RLM("m").max_concurrent_subcalls == 16
+    assert RLM("m", api="0.5", max_concurrent_subcalls=9).max_concurrent_subcalls == 9
