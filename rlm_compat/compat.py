@@ -101,6 +101,9 @@ class ApiSemantics:
     (:mod:`rlm_compat.record.shape_v050`). A ``trajectory_path`` file is rlm_compat's either way."""
     capture_trajectory_content_default: bool = True
     """``RLM(capture_trajectory_content=...)``'s default: 0.5.0 keeps only text lengths unless asked."""
+    prompt_version: str = "cc7a826"
+    """The system prompt sent when ``RLM(prompt_version=...)`` is not given (0.5.0's own text,
+    which states the standalone-FINAL protocol this preset enforces)."""
     max_concurrent_subcalls_default: int = 16
     """``RLM(max_concurrent_subcalls=...)``'s default: how many model calls of one batched
     sub-call run at once (0.5.0: 4; 2fb46cc has no batched calls, rlm_compat's own default 16)."""
@@ -147,6 +150,7 @@ class ApiSemantics:
             trajectory_shape="0.5",
             capture_trajectory_content_default=False,
             max_concurrent_subcalls_default=4,
+            prompt_version="0.5.0",
             module_renames=(("parser", "parser_v050"), ("repl", "repl_v050")),
         )
 

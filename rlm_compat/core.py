@@ -198,7 +198,8 @@ class RLM:
         """Same positional parameters as upstream; keyword-only additions default to its behaviour.
 
         ``profile``: ``"fixed"`` (default, or ``$RLM_COMPAT_PROFILE``), ``"upstream"`` or a Profile.
-        ``prompt_version``: ``"cc7a826"`` (default) or ``"2fb46cc"``, upstream's exact system prompt.
+        ``prompt_version``: ``"cc7a826"``, ``"2fb46cc"`` or ``"0.5.0"``, that release's exact
+        system prompt (None: the API preset's, cc7a826 or under ``api="0.5"`` 0.5.0).
         ``client``: where model calls go; default litellm through ``rlm_compat.core.litellm``.
         ``repl_timeout``, ``max_output_chars``, ``isolation``, ``limits``: the REPL's
         :class:`~rlm_compat.config.ReplConfig` (or pass ``repl_config`` whole); child RLMs
@@ -701,7 +702,12 @@ class RLM:
     # --- steps ----------------------------------------------------------------------------------
 
     def _system_prompt(self, context: Any) -> str:
-        return build_system_prompt(len(context), self._current_depth, version=self.prompt_version)
+        return build_system_prompt(
+            len(context),
+            self._current_depth,
+            self.max_depth,
+            version=self.prompt_version or self.api.prompt_version,
+        )
 
     @staticmethod
     def _observe(

@@ -10,11 +10,17 @@ subprocess gets this very rlm_compat first on its path.
 A released suite also tests the release's internals (its Codex transport, private helpers, its
 worker function); those tests are listed one by one, each with its reason, in
 ``dropin_out_of_scope.toml`` and reported as out of scope, never counted as passes.
+
+The release's system prompt is compared too (its suite never checks it, yet it is what a model
+sees): its ``prompts.py`` is run by file path in a subprocess, outside the alias, over a grid of
+context sizes, depths and ``max_depth`` values, and each text must equal rlm_compat's for that
+release's ``prompt_version``; the result is one more row, ``rlm_compat::system_prompt``.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 import subprocess
 import sys
@@ -26,6 +32,7 @@ from xml.etree import ElementTree
 
 from .compat import API_ENV, resolve_api
 from .errors import ConfigurationError
+from .prompts import build_system_prompt
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -37,6 +44,7 @@ __all__ = [
     "Outcome",
     "Release",
     "SuiteReport",
+    "compare_release_prompt",
     "download_release",
     "out_of_scope",
     "run_release_tests",
@@ -54,9 +62,12 @@ class Release:
 
     requirement: str
     api: str
+    prompt_version: str | None = None
 
 
-RELEASES: Mapping[str, Release] = {"0.5.0": Release("recursive-llm==0.5.0", api="0.5")}
+RELEASES: Mapping[str, Release] = {
+    "0.5.0": Release("recursive-llm==0.5.0", api="0.5", prompt_version="0.5.0"),
+}
 """Versions ``rlm-compat dropin-tests --release`` knows (each needs an out-of-scope list)."""
 
 
@@ -159,8 +170,55 @@ def run_release_tests(
         if not junit.is_file():
             raise ConfigurationError(f"pytest could not run {release.requirement}'s tests (exit {code})")
         ran = junit_outcomes(junit)
+        if release.prompt_version is not None:
+            ran.append(compare_release_prompt(root, release.prompt_version, python))
     listed = [Outcome(t, "out_of_scope", why) for t, why in sorted(skipped.items())]
     return SuiteReport(tuple(sorted([*ran, *listed], key=lambda o: o.test_id)))
+
+
+PROMPT_GRID = tuple(
+    (size, depth, max_depth) for size in (0, 7, 1_234_567) for max_depth in range(4) for depth in range(4)
+)
+"""(context size, depth, max_depth) combinations compared with a release's system prompt."""
+
+_PROMPT_SCRIPT = """
+import importlib.util, json, sys
+spec = importlib.util.spec_from_file_location("_release_prompts", sys.argv[1])
+module = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(module)
+grid = json.loads(sys.argv[2])
+print(json.dumps([module.build_system_prompt(s, depth=d, max_depth=m) for s, d, m in grid]))
+"""
+
+
+def compare_release_prompt(root: Path, prompt_version: str, python: str | None = None) -> Outcome:
+    """The release's ``build_system_prompt`` against rlm_compat's ``prompt_version`` over
+    :data:`PROMPT_GRID`: row ``rlm_compat::system_prompt``, failed at the first difference."""
+    test_id = "rlm_compat::system_prompt"
+    found = [p for p in (root / "src" / "rlm" / "prompts.py", root / "rlm" / "prompts.py") if p.is_file()]
+    if not found:
+        return Outcome(test_id, "skipped", "the release has no rlm/prompts.py")
+    done = subprocess.run(
+        [python or sys.executable, "-I", "-c", _PROMPT_SCRIPT, str(found[0]), json.dumps(PROMPT_GRID)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    if done.returncode != 0:
+        return Outcome(test_id, "failed", f"the release's prompts.py failed: {done.stderr.strip()[-300:]}")
+    texts = json.loads(done.stdout)
+    for (size, depth, max_depth), theirs in zip(PROMPT_GRID, texts, strict=True):
+        ours = build_system_prompt(size, depth, max_depth, version=prompt_version)
+        if ours != theirs:
+            at = next(i for i, (a, b) in enumerate(zip(ours + "\0", theirs + "\0", strict=False)) if a != b)
+            start = max(0, at - 20)
+            return Outcome(
+                test_id,
+                "failed",
+                f"differs for size={size} depth={depth} max_depth={max_depth} at character {at}: "
+                f"ours {ours[start : at + 40]!r}, the release's {theirs[start : at + 40]!r}",
+            )
+    return Outcome(test_id, "passed", f"identical for {len(PROMPT_GRID)} combinations")
 
 
 def download_release(requirement: str, dest: Path) -> Path:

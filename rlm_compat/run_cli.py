@@ -94,7 +94,11 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     loop.add_argument(
         "--profile", default=None, help="fixed (default), upstream, or an ablation spec (see `profiles`)"
     )
-    loop.add_argument("--prompt-version", default=None, help="cc7a826 (default) or 2fb46cc")
+    loop.add_argument(
+        "--prompt-version",
+        default=None,
+        help="cc7a826, 2fb46cc or 0.5.0 (default: the API preset's, cc7a826 or 0.5.0)",
+    )
     loop.add_argument("--max-iterations", type=int, default=30, help="model calls per RLM (default 30)")
     loop.add_argument("--max-depth", type=int, default=5, help="RLM recursion levels (default 5)")
     loop.add_argument(

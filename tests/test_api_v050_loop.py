@@ -54,6 +54,30 @@ def test_max_depth_default_and_meaning_follow_the_preset(chat_server: ServerFact
     assert (rlm.stats["leaf_calls"], rlm.stats["max_depth_reached"]) == (1, 1)
 
 
+def test_system_prompt_is_the_releases_under_the_preset(chat_server: ServerFactory) -> None:
+    from rlm_compat.prompts import build_system_prompt
+
+    # max_depth=2: the root's recursive_llm makes a child RLM, whose own is a plain model call
+    server = chat_server(replies("r = recursive_llm('sub', context[:3])", 'FINAL("child")', "FINAL_VAR(r)"))
+    assert make(server, api="0.5", max_depth=2).complete("q", "context") == "child"
+    root, child = (request["messages"][0]["content"] for request in server.requests[:2])
+    assert root == build_system_prompt(7, 0, 2, version="0.5.0")
+    assert "Each response must be exactly one of these two forms" in root
+    assert root.endswith("Depth: 0. max_depth: 2. recursive_llm creates a child RLM.")
+    assert child == build_system_prompt(3, 1, 2, version="0.5.0")
+    assert child.endswith("Depth: 1. max_depth: 2. recursive_llm makes one plain LM call at this boundary.")
+    server = chat_server(replies('FINAL("none")'))
+    make(server, api="0.5", max_depth=0).complete("q", "ctx")
+    assert "- LM subcalls are disabled for this run." in server.requests[0]["messages"][0]["content"]
+    # an explicit prompt_version wins; the default API keeps cc7a826's text
+    server = chat_server(replies('FINAL("x")'))
+    make(server, api="0.5", prompt_version="cc7a826").complete("q", "ctx")
+    assert server.requests[0]["messages"][0]["content"] == build_system_prompt(3, 0)
+    server = chat_server(replies('FINAL("x")'))
+    make(server).complete("q", "ctx")
+    assert server.requests[0]["messages"][0]["content"] == build_system_prompt(3, 0, version="cc7a826")
+
+
 def test_llm_query_takes_a_context_second_under_the_preset(chat_server: ServerFactory) -> None:
     server = chat_server(replies("a = llm_query('what?', 'the piece')", "leaf", "FINAL_VAR(a)"))
     assert make(server, api="0.5").complete("q", "ctx") == "leaf"

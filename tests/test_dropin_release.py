@@ -25,3 +25,5 @@ def test_release_suite_passes_outside_the_out_of_scope_list() -> None:
     assert not ran & set(out_of_scope(VERSION)), "an out-of-scope test ran"
     assert ran, "no test of the release ran"
     assert report.failures == (), report.render()
+    prompt = [o for o in report.outcomes if o.test_id == "rlm_compat::system_prompt"]
+    assert [o.status for o in prompt] == ["passed"], report.render()

@@ -209,3 +209,36 @@ def test_batched_concurrency_default_follows_the_preset() -> None:
     assert RLM("m", api="0.5").max_concurrent_subcalls == 4
     assert RLM("m").max_concurrent_subcalls == 16
     assert RLM("m", api="0.5", max_concurrent_subcalls=9).max_concurrent_subcalls == 9
+
+
+def _fake_release(root: Path, body: str) -> Path:
+    (root / "src" / "rlm").mkdir(parents=True)
+    (root / "src" / "rlm" / "prompts.py").write_text(body)
+    return root
+
+
+def test_release_prompt_comparison_finds_the_first_difference(tmp_path: Path) -> None:
+    from rlm_compat.dropin_tests import PROMPT_GRID, compare_release_prompt
+
+    same = _fake_release(
+        tmp_path / "same",
+        "from rlm_compat.prompts import build_system_prompt as ours\n"
+        "def build_system_prompt(size, depth=0, max_depth=1):\n"
+        "    return ours(size, depth, max_depth, version='0.5.0')\n",
+    )
+    outcome = compare_release_prompt(same, "0.5.0")
+    assert (outcome.status, outcome.detail) == ("passed", f"identical for {len(PROMPT_GRID)} combinations")
+    other = _fake_release(
+        tmp_path / "other",
+        "from rlm_compat.prompts import build_system_prompt as ours\n"
+        "def build_system_prompt(size, depth=0, max_depth=1):\n"
+        "    text = ours(size, depth, max_depth, version='0.5.0')\n"
+        "    return text.replace('child RLM', 'child model') if max_depth == 3 else text\n",
+    )
+    outcome = compare_release_prompt(other, "0.5.0")
+    assert outcome.status == "failed"
+    assert "size=0 depth=0 max_depth=3 at character" in outcome.detail and "child model" in outcome.detail
+    assert compare_release_prompt(same, "cc7a826").status == "failed"
+    broken = _fake_release(tmp_path / "broken", "raise RuntimeError('boom')\n")
+    assert "boom" in compare_release_prompt(broken, "0.5.0").detail
+    assert compare_release_prompt(tmp_path, "0.5.0").status == "skipped"
