@@ -45,6 +45,7 @@ from .errors import ConfigurationError
 
 __all__ = [
     "MODULE_RENAMES",
+    "NOT_PROVIDED",
     "SHIM_ENV",
     "AliasFinder",
     "install_alias",
@@ -54,10 +55,23 @@ __all__ = [
 
 TARGET = "rlm_compat"
 
-MODULE_RENAMES: Mapping[str, str] = {"budget": "record.budget", "stats": "record.usage"}
+MODULE_RENAMES: Mapping[str, str] = {
+    "budget": "record.budget",
+    "stats": "record.usage",
+    "results": "record.results",
+}
 """Aliased submodule -> rlm_compat submodule, only where the names differ (0.5.0's ``rlm.budget``
-is :mod:`rlm_compat.record.budget`, its ``rlm.stats`` :mod:`rlm_compat.record.usage`); every other
-``rlm.<x>`` maps to ``rlm_compat.<x>``."""
+is :mod:`rlm_compat.record.budget`, its ``rlm.stats`` :mod:`rlm_compat.record.usage`, its
+``rlm.results`` :mod:`rlm_compat.record.results`); every other ``rlm.<x>`` maps to ``rlm_compat.<x>``."""
+
+NOT_PROVIDED: Mapping[str, str] = {
+    "codex": "recursive-llm 0.5.0's Codex (ChatGPT subscription) transport, which rlm_compat does "
+    "not provide; use a litellm model, or completion_handler= for any other transport",
+    "run_state": "recursive-llm 0.5.0's private per-run bookkeeping; a run's state is public here "
+    "as RLM.last_run (stats, budget, trajectory) and result objects",
+}
+"""Submodules of a release that the alias answers with a ModuleNotFoundError saying why (rather
+than importlib's bare "No module named")."""
 
 SHIM_ENV = "RLM_COMPAT_ALIAS_SHIM"
 """Set to the shim directory once it is on ``$PYTHONPATH``, so a nested install reuses it."""
@@ -115,6 +129,9 @@ class AliasFinder(importlib.abc.MetaPathFinder):
         if real is None:
             return None
         if real not in sys.modules and importlib.util.find_spec(real) is None:
+            why = NOT_PROVIDED.get(fullname[len(self.alias) + 1 :])
+            if why is not None:
+                raise ModuleNotFoundError(f"{fullname} is {why}", name=fullname)
             return None  # importlib then reports "No module named 'rlm.<sub>'"
         return importlib.util.spec_from_loader(fullname, _AliasLoader(real))
 

@@ -82,6 +82,10 @@ class BudgetExceededError(RLMError):
     one was written, so a stopped run can be inspected and its cost accounted for.
     """
 
+    abort_repl = True
+    """Raised inside a REPL step (by a sub-call), it ends the step and the run: model code cannot
+    catch it and go on (recursive-llm 0.5.0's attribute of the same name)."""
+
     def __init__(self, metric: str, limit: float, observed: float) -> None:
         self.metric = metric
         self.limit = limit

@@ -83,6 +83,37 @@ def test_every_module_of_the_package_is_reachable_as_the_same_object() -> None:
     assert int(done.stdout) > 40
 
 
+def test_every_module_of_the_release_is_answered() -> None:
+    """Each module of recursive-llm 0.5.0 (rlm, budget, core, errors, parser, prompts, repl,
+    results, stats, types) imports with the names 0.5.0 exports; the two it has that rlm_compat
+    does not provide say why."""
+    _run(
+        """
+        import rlm_compat.dropin
+        rlm_compat.dropin.install_alias(api="0.5")
+        import rlm, rlm.budget, rlm.core, rlm.errors, rlm.parser, rlm.prompts, rlm.repl
+        import rlm.results, rlm.stats, rlm.types
+        from rlm.results import RESULT_SCHEMA_VERSION, CompletionResult, FailedCompletionResult
+        from rlm.results import RunResult, TrajectoryEvent
+        assert (CompletionResult, FailedCompletionResult, TrajectoryEvent) == (
+            rlm.CompletionResult, rlm.FailedCompletionResult, rlm.TrajectoryEvent)
+        assert RESULT_SCHEMA_VERSION == 1 and rlm.BudgetExceededError.abort_repl is True
+        from rlm.budget import RunBudget
+        from rlm.stats import UsageTracker
+        from rlm.types import Message, RLMConfig, REPLEnvironment
+        assert rlm.prompts.build_system_prompt(5, 0, 2, version="0.5.0").endswith("max_depth: 2. "
+            "recursive_llm creates a child RLM.")
+        for name, words in (("codex", "Codex"), ("run_state", "last_run")):
+            try:
+                __import__("rlm." + name)
+            except ModuleNotFoundError as exc:
+                assert exc.name == "rlm." + name and words in str(exc), exc
+            else:
+                raise AssertionError(name)
+        """
+    )
+
+
 def test_alias_is_lazy_and_keeps_earlier_import_hooks_in_charge() -> None:
     _run(
         """

@@ -2,7 +2,8 @@
 
 Same names and shapes as recursive-llm 0.5.0's ``rlm.CompletionResult`` /
 ``rlm.FailedCompletionResult`` (``answer``, ``stats``, ``trajectory``, ``config``, ``succeeded``,
-``to_dict()``, ``write_jsonl()``), so code written against either reads both.
+``to_dict()``, ``write_jsonl()``), so code written against either reads both. Under the alias this
+module is ``rlm.results`` (with ``TrajectoryEvent``, as 0.5.0's has it).
 """
 
 from __future__ import annotations
@@ -16,7 +17,13 @@ from typing import Any
 
 from ..events import TrajectoryEvent
 
-__all__ = ["RESULT_SCHEMA_VERSION", "CompletionResult", "FailedCompletionResult", "RunResult"]
+__all__ = [
+    "RESULT_SCHEMA_VERSION",
+    "CompletionResult",
+    "FailedCompletionResult",
+    "RunResult",
+    "TrajectoryEvent",
+]
 
 RESULT_SCHEMA_VERSION = 1
 
