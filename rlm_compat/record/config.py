@@ -34,7 +34,7 @@ def run_config(rlm: Any) -> dict[str, Any]:
         "depth": rlm._current_depth,
         "profile": rlm.profile.name,
         "api": rlm.api.name,
-        "prompt_version": rlm.prompt_version,
+        "prompt_version": rlm.prompt_version or rlm.api.prompt_version,
         "isolation": str(rlm.repl_config.isolation),
         "repl_timeout": None if math.isinf(timeout) else timeout,
         "max_output_chars": rlm.repl_config.max_output_chars,
