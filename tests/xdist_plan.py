@@ -3,14 +3,25 @@
 Tests are handed out one at a time, so a file of a few long tests (the drop-in suites) is shared
 by both workers instead of ending the run on one. Two exceptions:
 
-* the tests of a file that uses a module- or session-scoped fixture of this suite (a conformance
-  run, a live upstream driver, a worker-process fixture) stay together on one worker, so the
-  fixture is built once, not once per worker;
+* the tests of a file that defines a module- or session-scoped fixture (a conformance run, a
+  live upstream driver, a worker-process fixture) stay together on one worker, so the fixture is
+  built once, not once per worker;
 * the slowest files start first (measured with ``--durations``; with ``--no-loadscope-reorder``
   xdist keeps this order), so no worker is left with a long test while the other idles.
+
+The grouping is this plugin's own scheduler (xdist's ``pytest_xdist_make_scheduler`` hook), not
+``xdist_group`` markers: xdist 3.8 groups marked tests by rewriting ``item._nodeid``, which
+pytest 9.2 no longer reads (its node ids are structured), so the markers silently stopped
+grouping anything. Which files to group is read from their source (``ast``), because the
+controller process that schedules never collects the tests itself.
 """
 
 from __future__ import annotations
+
+import ast
+import functools
+from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -24,17 +35,27 @@ SLOW_FIRST = (
     "tests/test_isolation_default.py",
 )
 
+_SHARED_SCOPES = frozenset({"module", "package", "session"})
 
-def _uses_shared_fixture(item: pytest.Item) -> bool:
-    """Whether ``item`` uses one of the suite's own fixtures that outlive a test."""
-    info = getattr(item, "_fixtureinfo", None)
-    if info is None:
+
+@functools.cache
+def defines_shared_fixture(path: Path) -> bool:
+    """Whether the test file at ``path`` defines a fixture that outlives a test."""
+    try:
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+    except (OSError, SyntaxError, ValueError):
         return False
-    return any(
-        fixturedef.baseid.startswith("tests") and fixturedef.scope != "function"  # not a plugin's
-        for defs in info.name2fixturedefs.values()
-        for fixturedef in defs
-    )
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            for decorator in node.decorator_list:
+                if isinstance(decorator, ast.Call) and any(
+                    keyword.arg == "scope"
+                    and isinstance(keyword.value, ast.Constant)
+                    and keyword.value.value in _SHARED_SCOPES
+                    for keyword in decorator.keywords
+                ):
+                    return True
+    return False
 
 
 def _rank(item: pytest.Item) -> int:
@@ -44,10 +65,21 @@ def _rank(item: pytest.Item) -> int:
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     items.sort(key=_rank)
-    if not config.pluginmanager.hasplugin("xdist"):  # its marker is unknown without it
-        return
-    grouped = {item.nodeid.split("::", 1)[0] for item in items if _uses_shared_fixture(item)}
-    for item in items:
-        module = item.nodeid.split("::", 1)[0]
-        if module in grouped:
-            item.add_marker(pytest.mark.xdist_group(module))
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """``--dist loadgroup``: one work unit per test, except one per file for the files that
+    define a shared fixture (:func:`defines_shared_fixture`)."""
+    if config.getvalue("dist") != "loadgroup":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    root = config.rootpath
+
+    class PlanScheduling(LoadScopeScheduling):  # type: ignore[misc]
+        def _split_scope(self, nodeid: str) -> str:
+            path = nodeid.split("::", 1)[0]
+            return path if defines_shared_fixture(root / path) else nodeid
+
+    return PlanScheduling(config, log)
