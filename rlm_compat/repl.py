@@ -18,7 +18,7 @@ from .compat import ApiSemantics, resolve_api
 from .config import Limits, ReplConfig, WorkerResourceLimits
 from .errors import ConfigurationError, REPLError, REPLTimeoutError
 from .profiles import Profile
-from .sandbox.hostcall import HostCall
+from .sandbox.hostcall import HostCall, host_call
 from .sandbox.runner import Runner, make_runner
 
 __all__ = ["REPLError", "REPLExecutor", "REPLTimeoutError", "WorkerResourceLimits"]
@@ -217,19 +217,23 @@ class REPLExecutor:
             return []
         hidden = self._host_names
 
-        def SHOW_VARS() -> dict[str, str]:
-            """The session's variables and their type names (host functions, modules, _names left out)."""
+        def SHOW_VARS(listing: dict[str, str] | None = None) -> dict[str, str]:
+            """The session's variables and their type names (host functions, modules, _names left
+            out), as they are when it is called: ``listing`` is made in the running step's
+            namespace (a ``"namespace"`` host function); ``env`` serves a call from outside a step."""
+            if listing is None:
+                listing = {
+                    name: _type_name(value)
+                    for name, value in env.items()
+                    if isinstance(name, str)
+                    and not name.startswith("_")
+                    and not isinstance(value, (types.ModuleType, HostCall))
+                }
             return {
-                name: _type_name(value)
-                for name, value in env.items()
-                if isinstance(name, str)
-                and not name.startswith("_")
-                and name != "SHOW_VARS"
-                and name not in hidden
-                and not isinstance(value, (types.ModuleType, HostCall))
+                name: kind for name, kind in listing.items() if name != "SHOW_VARS" and name not in hidden
             }
 
-        env["SHOW_VARS"] = SHOW_VARS
+        env["SHOW_VARS"] = host_call(SHOW_VARS, "namespace")
         return ["SHOW_VARS"]
 
     @staticmethod

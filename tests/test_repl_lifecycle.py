@@ -53,6 +53,38 @@ def test_show_vars_lists_user_variables_only(repl: REPLExecutor) -> None:
     assert "SHOW_VARS" not in env
 
 
+def test_show_vars_sees_the_step_as_it_runs(repl: REPLExecutor) -> None:
+    env: dict[str, object] = {"context": "text", "helper": lambda: "h"}
+    code = "before = SHOW_VARS()\nn = 1\ndef f():\n    return n\nclass K:\n    pass\nk = K()\nafter = SHOW_VARS()"
+    repl.execute(code, env)
+    assert env["before"] == {"context": "str"}
+    assert env["after"] == {
+        "context": "str",
+        "before": "dict",
+        "n": "int",
+        "f": "function",
+        "K": "type",
+        "k": "K",
+    }
+    repl.execute("del n", env)
+    assert "'n'" not in repl.execute("SHOW_VARS()", env)
+    with pytest.raises(REPLError, match=r"SHOW_VARS\(\) takes no arguments"):
+        repl.execute("SHOW_VARS('x')", env)
+
+
+def test_show_vars_host_side_checks_a_workers_listing() -> None:
+    from rlm_compat.sandbox.hostcall import host_call
+
+    shown = host_call(lambda listing: listing, "namespace")
+    assert shown.prepared({"a": "int"}) == {"a": "int"}
+    for bad in ({"a": 1}, {1: "int"}, ["a"], "a"):
+        with pytest.raises(TypeError, match="malformed prepared arguments"):
+            shown.prepared(bad)
+    with pytest.raises(TypeError, match="malformed prepared arguments"):
+        shown.prepared({}, {})
+    assert shown() is None  # outside any step: no namespace to list, the host lists its own
+
+
 def test_show_vars_exists_only_under_the_050_preset() -> None:
     with REPLExecutor(isolation="inline", api="2fb46cc") as repl, pytest.raises(REPLError, match="SHOW_VARS"):
         repl.execute("SHOW_VARS()", {})

@@ -5,7 +5,9 @@ the argument becomes its final-answer text *before* the host is entered, so a mo
 ``__str__`` runs under the step's deadline and limits, in the worker when there is one, and the
 host only ever receives a bounded ``str``) or ``"answer_var"`` (``FINAL_VAR``: the variable is
 looked up in the running step's namespace and rendered the same way; the host receives
-``(name, text)``, or ``(name, None)`` when no such variable exists).
+``(name, text)``, or ``(name, None)`` when no such variable exists) or ``"namespace"``
+(``SHOW_VARS``: no arguments; the host receives the running step's variables as they are at the
+call, ``{name: type name}``, listed on the sandbox's side — in the worker when there is one).
 
 Sandboxed code calls them like any function. While one runs, the execution's timeout is paused
 (a ``recursive_llm`` call may spend minutes waiting for a model) and no timeout is injected into
@@ -17,6 +19,7 @@ rlm_compat's own errors become ``RuntimeError("<Class>: <message>")``.
 
 from __future__ import annotations
 
+import types
 from collections.abc import Callable
 from typing import Any
 
@@ -29,7 +32,7 @@ from .warnguard import register_host_boundary
 
 __all__ = ["HOST_KINDS", "HostCall", "bounded_str", "host_call", "sanitized"]
 
-HOST_KINDS = ("call", "answer", "answer_var")
+HOST_KINDS = ("call", "answer", "answer_var", "namespace")
 
 _TOKEN = object()
 
@@ -73,7 +76,12 @@ class HostCall:
                 deadline.leave_host()
 
     def _answer_args(self, state: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, ...]:
-        """FINAL / FINAL_VAR: the text of the answer, made on the sandbox's side of the call."""
+        """FINAL / FINAL_VAR: the text of the answer, made on the sandbox's side of the call;
+        SHOW_VARS: the namespace's listing, made there too (None outside any execution)."""
+        if self._kind == "namespace":
+            if args or kwargs:
+                raise TypeError(f"{self._name}() takes no arguments ({len(args) + len(kwargs)} given)")
+            return (None if state is None else namespace_listing(state.env),)
         if kwargs or len(args) != 1:
             raise TypeError(f"{self._name}() takes exactly one argument ({len(args) + len(kwargs)} given)")
         limit = None if state is None else state.answer_chars
@@ -92,17 +100,21 @@ class HostCall:
         result; preparing it again here would see two arguments. Only the prepared shapes are
         accepted: ``(text,)`` for FINAL, ``(name, text or None)`` for FINAL_VAR, texts as ``str``.
         """
-        shape = {"answer": 1, "answer_var": 2}.get(self._kind)
+        shape = {"answer": 1, "answer_var": 2, "namespace": 1}.get(self._kind)
         if shape is None:
             return self(*args)
-        texts = args[:1] if self._kind == "answer" else args[1:]
-        if len(args) != shape or not all(t is None or isinstance(t, str) for t in texts):
+        if self._kind == "namespace":
+            well_formed = len(args) == 1 and _is_listing(args[0])
+        else:
+            texts = args[:1] if self._kind == "answer" else args[1:]
+            well_formed = len(args) == shape and all(t is None or isinstance(t, str) for t in texts)
+        if not well_formed:
             raise TypeError(f"{self._name}(): malformed prepared arguments from the REPL worker")
         return self._fn(*args)
 
     @property
     def kind(self) -> str:
-        """``"call"``, ``"answer"`` or ``"answer_var"`` (see the module docstring)."""
+        """``"call"``, ``"answer"``, ``"answer_var"`` or ``"namespace"`` (see the module docstring)."""
         return self._kind
 
     def __setattr__(self, name: str, value: Any) -> None:
@@ -157,6 +169,23 @@ def sanitized(exc: BaseException) -> BaseException:
         except Exception:
             pass
     return RuntimeError(f"{cls.__name__}: {exc}")
+
+
+def namespace_listing(namespace: Any) -> dict[str, str]:
+    """``{name: type name}`` of a step's variables: no ``_names``, modules or host functions."""
+    from .modules import ModuleProxy
+
+    return {
+        name: str(type(value).__name__)
+        for name, value in list(namespace.items())
+        if isinstance(name, str)
+        and not name.startswith("_")
+        and not isinstance(value, (types.ModuleType, ModuleProxy, HostCall))
+    }
+
+
+def _is_listing(value: Any) -> bool:
+    return type(value) is dict and all(type(k) is str and type(v) is str for k, v in value.items())
 
 
 def host_call(fn: Callable[..., Any], kind: str = "call") -> HostCall:
