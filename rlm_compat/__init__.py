@@ -46,11 +46,20 @@ _LAZY = {
 
 
 def __getattr__(name: str) -> Any:
-    """The loop and the run record load on first use: a REPL worker imports this package but neither."""
-    if name in _LAZY:
-        import importlib
+    """The loop and the run record load on first use: a REPL worker imports this package but neither.
 
+    recursive-llm 0.5.0's submodules whose rlm_compat names differ (``budget``, ``stats``,
+    ``results``: :data:`rlm_compat.dropin.MODULE_RENAMES`) are attributes too, so ``import rlm``
+    then ``rlm.budget.RunBudget`` works under the alias as it does in 0.5.0.
+    """
+    import importlib
+
+    if name in _LAZY:
         return getattr(importlib.import_module(f".{_LAZY[name]}", __name__), name)
+    from .dropin import MODULE_RENAMES
+
+    if name in MODULE_RENAMES:
+        return importlib.import_module(f".{MODULE_RENAMES[name]}", __name__)
     raise AttributeError(f"module 'rlm_compat' has no attribute {name!r}")
 
 

@@ -91,7 +91,10 @@ def test_every_module_of_the_release_is_answered() -> None:
         """
         import rlm_compat.dropin
         rlm_compat.dropin.install_alias(api="0.5")
-        import rlm, rlm.budget, rlm.core, rlm.errors, rlm.parser, rlm.prompts, rlm.repl
+        import rlm
+        assert rlm.budget.RunBudget is rlm.RunBudget and rlm.results.RunResult is rlm.RunResult
+        assert rlm.stats.UsageTracker.__module__ == "rlm_compat.record.usage"
+        import rlm.budget, rlm.core, rlm.errors, rlm.parser, rlm.prompts, rlm.repl
         import rlm.results, rlm.stats, rlm.types
         from rlm.results import RESULT_SCHEMA_VERSION, CompletionResult, FailedCompletionResult
         from rlm.results import RunResult, TrajectoryEvent
