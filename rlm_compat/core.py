@@ -568,7 +568,8 @@ class RLM:
                 if early.answer is not None:
                     observation = await self._rejection(step, str(early.answer))
                     if observation is None:
-                        return _settled(run, depth, node, str(early.answer), self.api.parsed_final_method)
+                        method = early.method or self.api.parsed_final_method
+                        return _settled(run, depth, node, str(early.answer), method)
 
             if observation is None:
                 observation = await self._step(step, iteration, response, repl_thread)
@@ -628,7 +629,7 @@ class RLM:
             return None
         late = await step.loop.run_in_executor(repl_thread, settle)
         if late.answer is not None:
-            return str(late.answer), self.api.parsed_final_method
+            return str(late.answer), late.method or self.api.parsed_final_method
         return late.feedback
 
     async def _rejection(self, step: _Step, answer: str) -> str | None:

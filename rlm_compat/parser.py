@@ -112,11 +112,13 @@ class FinalResolution:
 
     ``answer``: the run ends with this text. ``feedback``: the response clearly tried to end but
     could not; the loop shows this to the model so it does not burn iterations guessing why.
-    At most one of the two is set.
+    At most one of the two is set. ``method``: how the answer was found, when the rules in use
+    name it (0.5.0's ``"worker_variable"`` for ``FINAL_VAR``); None lets the loop use its preset's.
     """
 
     answer: str | None
     feedback: str | None
+    method: str | None = None
 
 
 @dataclass(frozen=True)

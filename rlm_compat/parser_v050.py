@@ -99,4 +99,5 @@ def resolve_final(
         return FinalResolution(
             None, f"FINAL_VAR({name}) names no variable of the REPL; assign {name} first, then answer again."
         )
-    return FinalResolution(render(name) if render is not None else str(env[name]), None)
+    text = render(name) if render is not None else str(env[name])
+    return FinalResolution(text, None, method="worker_variable")

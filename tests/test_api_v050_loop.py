@@ -321,6 +321,10 @@ def test_result_trajectory_takes_the_release_shape_under_the_preset(chat_server:
     assert "Secret" not in json.dumps(redacted.to_dict())
     step = next(e for e in redacted.trajectory if e.kind == "repl_step")
     assert step.data == {"status": "ok", "code_chars": len(script[0]), "output_chars": 3}
+    final = next(e for e in redacted.trajectory if e.kind == "final_answer")
+    assert final.data == {"method": "worker_variable", "answer_chars": 4}  # FINAL_VAR(a), 0.5.0's name
+    direct = make(chat_server(replies('FINAL("ok")')), api="0.5").complete_result("q", "c")
+    assert next(e for e in direct.trajectory if e.kind == "final_answer").data["method"] == "directive"
 
     seen: list[Any] = []
     rlm = make(
