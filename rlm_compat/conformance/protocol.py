@@ -143,6 +143,7 @@ class PipeConnection(Connection):
         self._home: str | None = None
         self._lines: queue.Queue[str | None] = queue.Queue()
         self._stderr: list[str] = []
+        self._drainer: threading.Thread | None = None
 
     def open(self) -> None:
         self._home = tempfile.mkdtemp(prefix="rlm-conformance-")
@@ -165,7 +166,8 @@ class PipeConnection(Connection):
         self._lines = queue.Queue()
         self._stderr = []
         threading.Thread(target=self._pump, args=(self._proc.stdout, self._lines), daemon=True).start()
-        threading.Thread(target=self._drain, args=(self._proc.stderr,), daemon=True).start()
+        self._drainer = threading.Thread(target=self._drain, args=(self._proc.stderr,), daemon=True)
+        self._drainer.start()
 
     def send(self, message: dict[str, Any]) -> None:
         proc = self._proc
@@ -185,9 +187,12 @@ class PipeConnection(Connection):
             line = self._lines.get(timeout=limit)
         except queue.Empty:
             proc.kill()
+            proc.wait()
+            self._drained()
             raise DriverError(f"no reply within {limit:.0f}s; stderr: {self.stderr_tail()}") from None
         if line is None:
             proc.wait()
+            self._drained()
             raise DriverError(
                 f"the implementation exited with status {proc.returncode}; stderr: {self.stderr_tail()}"
             )
@@ -214,6 +219,12 @@ class PipeConnection(Connection):
         if self._home is not None:
             shutil.rmtree(self._home, ignore_errors=True)
             self._home = None
+
+    def _drained(self, limit: float = 2.0) -> None:
+        """Wait (briefly) until the stderr of an exited implementation is read to its end, so the
+        error message carries its last words (a process that outlived it may hold the pipe open)."""
+        if self._drainer is not None:
+            self._drainer.join(limit)
 
     def stderr_tail(self) -> str:
         """The last few thousand characters written to stderr (for error messages)."""
