@@ -65,6 +65,7 @@ from .record.config import messages_digest, run_config
 from .record.shape_v050 import ReleaseShaper
 from .record.trajectory import TrajectoryWriter
 from .repl import REPLError, REPLExecutor
+from .repl_v050 import DEFAULT_SNAPSHOT_BYTES, check_snapshot_bytes
 from .retry import RetryPolicy
 from .sandbox import host_call
 from .types import Message
@@ -92,9 +93,6 @@ is_final = _parser.is_final
 parse_response = _parser.parse_response
 
 _T = TypeVar("_T")
-
-_DEFAULT_SNAPSHOT_BYTES = 1_000_000
-"""recursive-llm 0.5.0's default ``repl_max_snapshot_bytes``."""
 
 
 def _resource_limits(memory_mb: Any, cpu_seconds: Any, open_files: Any) -> WorkerResourceLimits:
@@ -252,14 +250,10 @@ class RLM:
         self.max_iterations = max_iterations
         self._current_depth = _current_depth
         resources = _resource_limits(repl_memory_limit_mb, repl_cpu_time_limit_seconds, repl_max_open_files)
-        snapshot_bytes = (
-            _DEFAULT_SNAPSHOT_BYTES if repl_max_snapshot_bytes is None else repl_max_snapshot_bytes
+        self.repl_max_snapshot_bytes = check_snapshot_bytes(
+            "repl_max_snapshot_bytes",
+            DEFAULT_SNAPSHOT_BYTES if repl_max_snapshot_bytes is None else repl_max_snapshot_bytes,
         )
-        if isinstance(snapshot_bytes, bool) or not isinstance(snapshot_bytes, int) or snapshot_bytes < 1:
-            raise ConfigurationError(
-                f"repl_max_snapshot_bytes must be an integer >= 1, not {snapshot_bytes!r}"
-            )
-        self.repl_max_snapshot_bytes = snapshot_bytes
         self.repl_resource_limits = resources
         if resources.configured:
             if repl_config is not None:

@@ -11,14 +11,13 @@ from __future__ import annotations
 
 import math
 import threading
-import types
 from typing import Any
 
 from .compat import ApiSemantics, resolve_api
 from .config import Limits, ReplConfig, WorkerResourceLimits
 from .errors import ConfigurationError, REPLError, REPLTimeoutError
 from .profiles import Profile
-from .sandbox.hostcall import HostCall, host_call
+from .sandbox.hostcall import HostCall, host_call, namespace_listing
 from .sandbox.runner import Runner, make_runner
 
 __all__ = ["REPLError", "REPLExecutor", "REPLTimeoutError", "WorkerResourceLimits"]
@@ -222,13 +221,7 @@ class REPLExecutor:
             out), as they are when it is called: ``listing`` is made in the running step's
             namespace (a ``"namespace"`` host function); ``env`` serves a call from outside a step."""
             if listing is None:
-                listing = {
-                    name: _type_name(value)
-                    for name, value in env.items()
-                    if isinstance(name, str)
-                    and not name.startswith("_")
-                    and not isinstance(value, (types.ModuleType, HostCall))
-                }
+                listing = {name: _type_name(env[name]) for name in namespace_listing(env)}
             return {
                 name: kind for name, kind in listing.items() if name != "SHOW_VARS" and name not in hidden
             }

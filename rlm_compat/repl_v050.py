@@ -42,6 +42,14 @@ _resource: Any = _resource_module
 
 DEFAULT_SNAPSHOT_BYTES = 1_000_000
 
+
+def check_snapshot_bytes(keyword: str, value: Any) -> int:
+    """0.5.0's snapshot cap, checked: a positive int (ConfigurationError naming ``keyword``)."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ConfigurationError(f"{keyword} must be an integer >= 1 (bytes), not {value!r}")
+    return value
+
+
 _NOT_SNAPSHOT = frozenset({"context", "query", "answer", "SHOW_VARS"})
 """Names 0.5.0 never copies back (its runtime's own)."""
 
@@ -64,12 +72,7 @@ class REPLExecutor(_Executor):
         plain data the caller's ``env`` gets back after a step (see the module's docstring)."""
         if isinstance(max_output_chars, int) and max_output_chars <= 0:
             raise ConfigurationError("max_output_chars must be greater than zero")
-        if isinstance(max_snapshot_bytes, bool) or not isinstance(max_snapshot_bytes, int):
-            raise ConfigurationError(
-                f"max_snapshot_bytes must be an int (bytes), not {type(max_snapshot_bytes).__name__}"
-            )
-        if max_snapshot_bytes <= 0:
-            raise ConfigurationError("max_snapshot_bytes must be greater than zero")
+        check_snapshot_bytes("max_snapshot_bytes", max_snapshot_bytes)
         if resource_limits is not None and not isinstance(resource_limits, WorkerResourceLimits):
             raise UnsupportedOptionError(
                 f"resource_limits must be a WorkerResourceLimits, not {type(resource_limits).__name__}"
@@ -139,7 +142,8 @@ class REPLExecutor(_Executor):
                 self._withheld[name] = env.pop(name)
             else:
                 used += size
-        self._sizes = {name: self._sizes[name] for name in env if name in self._sizes}
+        kept = env.keys() | self._withheld.keys()  # a withheld text keeps its size for the next step
+        self._sizes = {name: size for name, size in self._sizes.items() if name in kept}
 
     @staticmethod
     def _snapshot_candidate(name: Any, value: Any) -> bool:

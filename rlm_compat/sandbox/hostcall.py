@@ -26,6 +26,7 @@ from typing import Any
 from ..errors import REPLError, RLMError
 from .context import LOCAL
 from .guards import register_opaque, sandbox_classes
+from .modules import ModuleProxy
 from .texts import Texts
 from .violations import TimeoutSignal
 from .warnguard import register_host_boundary
@@ -173,8 +174,6 @@ def sanitized(exc: BaseException) -> BaseException:
 
 def namespace_listing(namespace: Any) -> dict[str, str]:
     """``{name: type name}`` of a step's variables: no ``_names``, modules or host functions."""
-    from .modules import ModuleProxy
-
     return {
         name: str(type(value).__name__)
         for name, value in list(namespace.items())
