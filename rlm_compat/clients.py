@@ -5,22 +5,19 @@ with the provider's token usage and litellm's cost estimate. The loop never impo
 itself: :class:`LiteLLMClient` reads the module through a getter at call time, so patching
 ``rlm_compat.core.litellm.acompletion`` (upstream's test recipe) is honoured.
 
-Retries of transient provider errors (429, 5xx, timeouts, dropped connections) are litellm's own:
-its ``max_retries`` argument goes to the provider SDK, which backs off exponentially and honours
-``Retry-After``. The SDK logs each retry before it sleeps; :func:`retry_listener` turns those log
-records into callbacks for the call that is waiting, so the run record counts them.
+A client makes one request per call and never retries: the RLM retries transient failures
+itself (:mod:`rlm_compat.retry`), so that each attempt is a counted, budgeted, recorded call. The
+loop switches litellm's retries (and through them the provider SDK's) off with ``num_retries=0``,
+a documented litellm parameter, rather than watching another library's retry logging.
 """
 
 from __future__ import annotations
 
-import contextlib
-import contextvars
 import hashlib
 import json
-import logging
 import os
 import threading
-from collections.abc import Awaitable, Callable, Iterable, Iterator, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
@@ -34,7 +31,6 @@ __all__ = [
     "RecordedCall",
     "ReplayClient",
     "ScriptedClient",
-    "retry_listener",
 ]
 
 
@@ -75,7 +71,6 @@ class LiteLLMClient:
         self._acompletion = acompletion
 
     async def complete(self, model: str, messages: list[Message], **kwargs: Any) -> ModelReply:
-        _install_retry_log_hook()
         try:
             call = self._acompletion or self._module().acompletion
             response = await call(model=model, messages=messages, **kwargs)
@@ -146,62 +141,6 @@ def _caused_by(exc: BaseException, kind: type[BaseException]) -> bool:
         seen.add(id(current))
         current = current.__cause__ or current.__context__
     return False
-
-
-# --- retry accounting ---------------------------------------------------------------------------
-
-_RETRY_SINK: contextvars.ContextVar[Callable[[float], None] | None] = contextvars.ContextVar(
-    "rlm_compat_retry_sink", default=None
-)
-_RETRY_MESSAGE = "Retrying request to %s in %f seconds"
-_SDK_LOGGER = "openai._base_client"
-_hook_lock = threading.Lock()
-_hook_installed = False
-
-
-@contextlib.contextmanager
-def retry_listener(callback: Callable[[float], None]) -> Iterator[None]:
-    """Within this block, each SDK retry of the current task's call calls ``callback(delay_seconds)``."""
-    token = _RETRY_SINK.set(callback)
-    try:
-        yield
-    finally:
-        _RETRY_SINK.reset(token)
-
-
-class _RetryLogFilter(logging.Filter):
-    """Counts the SDK's retry records for the waiting call; passes on only what would show anyway.
-
-    The SDK logs retries at INFO, below the default WARNING, so the logger's level is lowered to
-    INFO to see them; records under the level the logger had before are then dropped here, so the
-    user's logging output is unchanged.
-    """
-
-    def __init__(self, floor: int) -> None:
-        super().__init__()
-        self.floor = floor
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        if record.msg == _RETRY_MESSAGE:
-            sink = _RETRY_SINK.get()
-            if sink is not None:
-                args: tuple[Any, ...] = record.args if isinstance(record.args, tuple) else ()
-                delay = args[1] if len(args) > 1 and isinstance(args[1], (int, float)) else 0.0
-                sink(float(delay))
-        return record.levelno >= self.floor
-
-
-def _install_retry_log_hook() -> None:
-    global _hook_installed
-    with _hook_lock:
-        if _hook_installed:
-            return
-        logger = logging.getLogger(_SDK_LOGGER)
-        floor = logger.getEffectiveLevel()
-        logger.addFilter(_RetryLogFilter(floor))
-        if floor > logging.INFO:
-            logger.setLevel(logging.INFO)
-        _hook_installed = True
 
 
 class RecordedCall:

@@ -12,8 +12,7 @@ The preset is orthogonal to the behaviour :class:`~rlm_compat.profiles.Profile`:
 whether 2fb46cc's *defects* are reproduced, the preset says which release's *contract* applies.
 Security holes are never part of either.
 
-Who reads which field: :mod:`rlm_compat.options` (``refused_provider_options``),
-:class:`~rlm_compat.repl.REPLExecutor` (``show_vars``, ``answer_object``),
+Who reads which field: :class:`~rlm_compat.repl.REPLExecutor` (``show_vars``, ``answer_object``),
 :mod:`rlm_compat.dropin` (``module_renames``) and the RLM loop (:mod:`rlm_compat.core`, through
 ``RLM.api``: every other field; its executors get ``api=`` too, and per-call keywords go through
 :func:`rlm_compat.options.check_call_options`).
@@ -67,9 +66,6 @@ class ApiSemantics:
     and the session's variables are written back to it); 2fb46cc: ``env`` is the session, so a
     new dict starts a new one."""
     """0.5.0: the REPL has ``SHOW_VARS()``, the user variables and their type names."""
-    refused_provider_options: frozenset[str] = frozenset()
-    """Model-call options the release refuses (0.5.0: litellm's ``num_retries``, and a per-call
-    ``max_retries`` — use the RLM's ``max_retries``)."""
     strict_limits: bool = False
     """0.5.0 refuses ``max_iterations=0`` and ``max_output_chars=0``; 2fb46cc takes them (a run
     that stops at once, steps that show no output)."""
@@ -78,10 +74,14 @@ class ApiSemantics:
     message instead. 2fb46cc runs it (``"No code to execute"``)."""
     max_iterations_message: str = "Max iterations ({limit}) exceeded without FINAL()"
     """MaxIterationsError's text (0.5.0: "... without a final answer")."""
-    retries_by_rlm: bool = False
-    """0.5.0: the RLM retries transient provider failures itself (``max_retries``, default 0;
-    ``retry_backoff_seconds``), each attempt a counted, budgeted call; litellm's retries are
-    off. 2fb46cc: ``max_retries`` goes to litellm."""
+    max_retries_default: int = 2
+    """``RLM(max_retries=...)``'s default. The RLM retries transient provider failures itself in
+    every release (each attempt a counted, budgeted, recorded call; the SDK's and litellm's own
+    retries are off). 2fb46cc left retries to the openai SDK under litellm, whose default is 2;
+    0.5.0 retries only when asked (0)."""
+    retry_backoff_default: float = 0.5
+    """``RLM(retry_backoff_seconds=...)``'s default: the first delay, doubled per attempt (the
+    openai SDK's 0.5 s that 2fb46cc got; 0.5.0's own 1 s)."""
     parsed_final_method: str = "parsed"
     """The ``final_answer`` event's ``method`` for an answer read from the response text
     (0.5.0 calls it ``"directive"``)."""
@@ -132,7 +132,6 @@ class ApiSemantics:
             show_vars=True,
             session_outlives_env=True,
             strip_output_before_limit=True,
-            refused_provider_options=frozenset({"num_retries", "max_retries"}),
             strict_limits=True,
             empty_response_feedback=(
                 "Your response was empty. Reply with one Python step to run in the REPL, or with a "
@@ -140,7 +139,8 @@ class ApiSemantics:
             ),
             null_content_is_empty=True,
             parsed_final_method="directive",
-            retries_by_rlm=True,
+            max_retries_default=0,
+            retry_backoff_default=1.0,
             max_iterations_message="Max iterations ({limit}) exceeded without a final answer",
             leaf_system_prompt=(
                 "Answer the subproblem from the context given with it, and only that context. "

@@ -26,7 +26,7 @@ from typing import Any, TypeVar, cast
 from . import parser as _parser
 from . import parser_v050 as _parser_v050
 from ._lazy import LazyModule
-from .clients import LiteLLMClient, LLMClient, ModelReply, retry_listener
+from .clients import LiteLLMClient, LLMClient, ModelReply
 from .config import Limits, ReplConfig, WorkerResourceLimits
 from .errors import (
     BudgetExceededError,
@@ -35,7 +35,6 @@ from .errors import (
     MaxIterationsError,
     ProviderResponseError,
     RLMError,
-    UnsupportedOptionError,
 )
 from .events import (
     FinalAnswer,
@@ -214,11 +213,15 @@ class RLM:
         ``max_total_tokens`` / ``max_total_cost_usd`` /
         ``max_elapsed_seconds`` bound each run's whole tree (BudgetExceededError);
         ``max_concurrent_subcalls`` bounds the model calls of one ``llm_query_batched`` /
-        ``rlm_query_batched``; ``max_retries`` is litellm's retry count for transient provider
-        errors (None: litellm's default). ``final_answer_validator(answer)`` checks the root's
-        final answer: None accepts it, a non-empty string rejects it and is shown to the model,
-        which continues (child RLMs are not validated). ``completion_handler``: an async callable
-        called instead of ``litellm.acompletion`` (same keywords, same response shape).
+        ``rlm_query_batched``; ``max_retries`` / ``retry_backoff_seconds``: how often the RLM
+        retries a transient provider failure (429, 5xx, timeout, dropped connection) and the
+        first delay, doubled per attempt, or the provider's ``Retry-After`` when longer (None:
+        the API preset's, 2 and 0.5 s as the openai SDK 2fb46cc relied on; 0.5.0's 0 and 1 s);
+        every attempt is a counted, budgeted, recorded call (the SDK's own retries are off).
+        ``final_answer_validator(answer)`` checks the root's final answer: None accepts it, a
+        non-empty string rejects it and is shown to the model, which continues (child RLMs are
+        not validated). ``completion_handler``: an async callable called instead of
+        ``litellm.acompletion`` (same keywords, same response shape).
 
         recursive-llm 0.5.0's REPL keywords: ``repl_memory_limit_mb``,
         ``repl_cpu_time_limit_seconds``, ``repl_max_open_files`` replace the matching
@@ -301,7 +304,7 @@ class RLM:
             max_concurrent_subcalls = self.api.max_concurrent_subcalls_default
         for name, value, least in (
             ("max_concurrent_subcalls", max_concurrent_subcalls, 1),
-            ("max_retries", 0 if max_retries is None else max_retries, 0),
+            ("max_retries", 0 if max_retries is None else max_retries, 0),  # RetryPolicy re-checks
         ):
             if isinstance(value, bool) or not isinstance(value, int) or value < least:
                 raise ConfigurationError(f"{name} must be an integer >= {least}, not {value!r}")
@@ -319,20 +322,17 @@ class RLM:
         self.max_total_cost_usd = max_total_cost_usd
         self.max_elapsed_seconds = max_elapsed_seconds
         self.max_concurrent_subcalls = max_concurrent_subcalls
-        self.max_retries = max_retries
+        self.max_retries = self.api.max_retries_default if max_retries is None else max_retries
         if final_answer_validator is not None and not callable(final_answer_validator):
             raise ConfigurationError(
                 "final_answer_validator must be a callable (answer) -> None | reason, "
                 f"not {final_answer_validator!r}"
             )
         self.final_answer_validator = final_answer_validator
-        if retry_backoff_seconds is not None and not self.api.retries_by_rlm:
-            raise UnsupportedOptionError(
-                "retry_backoff_seconds applies to the RLM's own retries (api='0.5'); with the default "
-                "API, litellm retries max_retries times with its provider SDK's backoff"
-            )
-        self.retry_backoff_seconds = 1.0 if retry_backoff_seconds is None else retry_backoff_seconds
-        self.retry_policy = RetryPolicy(max_retries or 0, self.retry_backoff_seconds)
+        if retry_backoff_seconds is None:
+            retry_backoff_seconds = self.api.retry_backoff_default
+        self.retry_backoff_seconds = retry_backoff_seconds
+        self.retry_policy = RetryPolicy(self.max_retries, retry_backoff_seconds)
         self.last_run: RunResult | None = None
 
     # --- public API (both upstream spellings, one implementation) -----------------------------
@@ -396,7 +396,7 @@ class RLM:
             writer = TrajectoryWriter(self.trajectory_path, redact=not self.capture_trajectory_content)
         shape = None
         if self.api.trajectory_shape == "0.5":
-            attempts = 1 + (self.max_retries or 0) if self.api.retries_by_rlm else 1
+            attempts = 1 + self.max_retries
             shape = ReleaseShaper(capture=self.capture_trajectory_content, max_attempts=attempts)
         return Run(budget=budget, observers=self.observers, trajectory=writer, shape=shape)
 
@@ -736,8 +736,10 @@ class RLM:
     ) -> str:
         """One model call: reserved in the budget, recorded as it starts, retries and ends.
 
-        With the preset's ``retries_by_rlm`` (0.5), a transient failure is retried here, each
-        attempt its own reserved and recorded call (litellm's own retries switched off).
+        A transient failure is retried here by :attr:`retry_policy`, each attempt its own reserved
+        and recorded call. litellm's and the provider SDK's own retries are switched off
+        (``num_retries=0``, which litellm also hands the SDK as its ``max_retries``): retries made
+        below this loop would be invisible to the stats, the budget and the trajectory.
         """
         model = kwargs.pop("model", None) or self._default_model()
         call_kwargs = {**self.llm_kwargs, **kwargs}
@@ -745,12 +747,9 @@ class RLM:
             call_kwargs["api_base"] = self.api_base
         if self.api_key:
             call_kwargs["api_key"] = self.api_key
-        policy = self.retry_policy if self.api.retries_by_rlm else None
+        policy = self.retry_policy
         if isinstance(self.client, LiteLLMClient):
-            if policy is not None:
-                call_kwargs["num_retries"] = 0
-            elif self.max_retries is not None:
-                call_kwargs.setdefault("max_retries", self.max_retries)
+            call_kwargs["num_retries"] = 0
         attempt = 1
         while True:
             outcome = await self._attempt(
@@ -787,9 +786,9 @@ class RLM:
         iteration: int | None,
         sent: int,
         attempt: int,
-        policy: RetryPolicy | None,
+        policy: RetryPolicy,
     ) -> str | float:
-        """One provider request: its reply, or (under an RLM retry policy) the delay before the next."""
+        """One provider request: its reply, or the delay before the next attempt."""
         run.budget.reserve_call()
         with self._count_lock:
             self._llm_calls += 1
@@ -806,25 +805,11 @@ class RLM:
             messages=tuple(Message(role=m["role"], content=m["content"]) for m in messages[sent:]),
             attempt=attempt,
         )
-        retries = 0
-
-        def on_retry(delay: float) -> None:
-            nonlocal retries
-            retries += 1
-            run.emit(
-                ModelRetry,
-                **where,
-                attempt=retries + 1,
-                delay_seconds=round(delay, 6),
-            )
-
         started = time.perf_counter()
         try:
-            with retry_listener(on_retry):
-                # A copy, so a client (or a mock recording call args) never sees later appends.
-                reply = await _within_budget(
-                    run.budget, self.client.complete(model, list(messages), **call_kwargs)
-                )
+            # A copy, so a client (or a mock recording call args) never sees later appends.
+            request = self.client.complete(model, list(messages), **call_kwargs)
+            reply = await _within_budget(run.budget, request)
             figures = reply if isinstance(reply, ModelReply) else ModelReply(content=reply)
             content = figures.content
             if content is None and self.api.null_content_is_empty:
@@ -840,9 +825,7 @@ class RLM:
                     "RLM needs a plain text reply (tool calls and empty replies are not supported)"
                 )
         except BaseException as exc:
-            delay = (
-                None if policy is None or isinstance(exc, BudgetExceededError) else policy.delay(attempt, exc)
-            )
+            delay = None if isinstance(exc, BudgetExceededError) else policy.delay(attempt, exc)
             run.emit(
                 ModelCallFailed,
                 **where,
@@ -850,7 +833,6 @@ class RLM:
                 error_type=type(exc).__name__,
                 error=str(exc),
                 latency_seconds=round(time.perf_counter() - started, 6),
-                retries=retries,
                 retrying=delay is not None,
             )
             if delay is not None:
@@ -867,7 +849,6 @@ class RLM:
             cached_tokens=figures.cached_tokens,
             cost_usd=figures.cost_usd,
             latency_seconds=round(time.perf_counter() - started, 6),
-            retries=retries,
         )
         return content
 

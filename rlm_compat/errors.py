@@ -69,7 +69,8 @@ class TrajectoryError(RLMError, ValueError):
 class ProviderResponseError(LLMCallError):
     """The provider answered, but not with a usable reply: a malformed or empty body, no choices, no text.
 
-    Not retried: the same request would most likely get the same broken answer.
+    Retried by the RLM like other transient failures (``max_retries``), as recursive-llm 0.5.0
+    does: a proxy or a provider under load may cut or garble one answer and send the next whole.
     """
 
 

@@ -166,14 +166,14 @@ class ModelCallStarted(TrajectoryEvent):
 
 @dataclass(frozen=True, kw_only=True)
 class ModelRetry(TrajectoryEvent):
-    """The provider failed transiently; the client waits ``delay_seconds`` and tries again."""
+    """The provider failed transiently; the RLM waits ``delay_seconds`` and tries again."""
 
     kind: ClassVar[str] = "model_retry"
     model: str
     attempt: int
     delay_seconds: float
     failed_attempt: int = 0
-    """RLM-level retries (0.5 API): the attempt that failed and the one about to start."""
+    """The attempt that failed and the one about to start."""
     next_attempt: int = 0
 
 
@@ -192,12 +192,14 @@ class ModelCallFinished(TrajectoryEvent):
     cached_tokens: int | None
     cost_usd: float | None
     latency_seconds: float
-    retries: int
+    retries: int = 0
+    """Retries the provider SDK made inside this call: always 0 now that the RLM makes every
+    retry itself (each its own call); kept for trajectories written before, which count them."""
 
 
 @dataclass(frozen=True, kw_only=True)
 class ModelCallFailed(TrajectoryEvent):
-    """A model call raised (after the client's own retries)."""
+    """A model call raised."""
 
     kind: ClassVar[str] = "model_call_error"
     model: str
@@ -205,9 +207,10 @@ class ModelCallFailed(TrajectoryEvent):
     error_type: str
     error: str
     latency_seconds: float
-    retries: int
+    retries: int = 0
+    """As :attr:`ModelCallFinished.retries`: always 0 in new trajectories."""
     retrying: bool = False
-    """The RLM retries this call (0.5 API), so the failure does not end the run."""
+    """The RLM retries this call, so the failure does not end the run."""
 
 
 @dataclass(frozen=True, kw_only=True)

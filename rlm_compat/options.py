@@ -12,7 +12,9 @@ classified:
   settings such as ``vertex_project``): forwarded verbatim, unchecked;
 - ``api=...``: the :class:`~rlm_compat.compat.ApiSemantics` preset;
 - a recursive-llm 0.5.0 option this build does not implement: :class:`UnsupportedOptionError`;
-- a name the release refuses (0.5.0's ``num_retries``): :class:`UnsupportedOptionError`;
+- a retry count for the provider SDK (litellm's ``num_retries``, a per-call ``max_retries``), even
+  inside ``provider_options``: :class:`UnsupportedOptionError` — the RLM makes its retries itself,
+  each attempt a counted, budgeted, recorded call, and SDK retries behind it would be invisible;
 - anything else: forwarded as 2fb46cc did (litellm knows many provider-specific names no static
   list has, so refusing them would break working drop-in code), with an
   :class:`UnknownOptionWarning` naming each argument and its closest known name; passing it inside
@@ -108,7 +110,6 @@ PROVIDER_OPTIONS: frozenset[str] = frozenset(
         "extra_headers",
         "headers",
         "extra_body",
-        "num_retries",
         "drop_params",
         "custom_llm_provider",
         "mock_response",
@@ -142,6 +143,9 @@ RELEASE_050_OPTIONS: Mapping[str, str] = {
 as parameters never reach :func:`split_rlm_options`; any that does is not implemented here."""
 
 
+SDK_RETRY_OPTIONS: frozenset[str] = frozenset({"num_retries", "max_retries"})
+"""Model-call options that would make litellm or the provider SDK retry behind the RLM's back."""
+
 _SET_BY_RLM = frozenset({"model", "messages", "api_key"})
 
 
@@ -169,6 +173,7 @@ def split_rlm_options(extra: Mapping[str, Any], *, caller: str = "RLM()") -> RLM
                 f"{caller}: {PROVIDER_OPTIONS_KEYWORD} must be a dict of option name -> value, "
                 f"not {type(verbatim).__name__}"
             )
+        _refuse_sdk_retries(verbatim, f"{caller} {PROVIDER_OPTIONS_KEYWORD}")
         model_call.update(verbatim)
     return RLMOptions(api=api, model_call=model_call)
 
@@ -187,12 +192,6 @@ def check_call_options(
     the check for per-call keywords (``rlm.complete(q, ctx, temperature=0)``).
     """
     api = resolve_api(api)
-    refused = sorted(set(options) & api.refused_provider_options)
-    if refused:
-        raise UnsupportedOptionError(
-            f"{caller}: {_names(refused)} refused under the {api.name} API semantics "
-            "(retries are the RLM's own, counted in its stats and budget: use RLM max_retries=...)"
-        )
     misplaced = sorted(set(options) & set(RELEASE_050_OPTIONS))
     if misplaced:
         described = "; ".join(f"{n}: {RELEASE_050_OPTIONS[n]}" for n in misplaced)
@@ -200,6 +199,7 @@ def check_call_options(
             f"{caller}: recursive-llm 0.5.0's {_names(misplaced)} set on RLM(...), not per model "
             f"call ({described}); pass it when constructing the RLM"
         )
+    _refuse_sdk_retries(options, caller)
     unknown = sorted(n for n in options if n not in PROVIDER_OPTIONS and not _litellm_accepts(n))
     if unknown:
         known = sorted(
@@ -219,6 +219,16 @@ def check_call_options(
             stacklevel=stacklevel,
         )
     return dict(options)
+
+
+def _refuse_sdk_retries(options: Mapping[str, Any], caller: str) -> None:
+    refused = sorted(set(options) & SDK_RETRY_OPTIONS)
+    if refused:
+        raise UnsupportedOptionError(
+            f"{caller}: {_names(refused)} refused: retries are the RLM's own, each attempt a counted "
+            "call in its stats, budget and trajectory; set them once with RLM(max_retries=N, "
+            "retry_backoff_seconds=S)"
+        )
 
 
 def _names(names: Iterable[str]) -> str:

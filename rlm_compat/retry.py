@@ -1,10 +1,11 @@
-"""Which failed model calls an RLM retries itself, and after how long (0.5 API semantics).
+"""Which failed model calls an RLM retries, and after how long.
 
-By default retries are litellm's (its provider SDK backs off; the record counts them). recursive-
-llm 0.5.0 instead retries in the RLM, one attempt at a time, so that every provider request is a
-counted call, reserved in the run's budget before it is sent, and visible in the trajectory; its
-preset selects this (:attr:`~rlm_compat.compat.ApiSemantics.retries_by_rlm`). This module is the
-policy only — what is transient and how long to wait; the loop does the counting.
+The RLM retries transient provider failures itself, under every API preset, one attempt at a
+time, so that every provider request is a counted call, reserved in the run's budget before it is
+sent, and visible in the trajectory (the provider SDK's own retries are switched off). The presets
+differ only in the defaults (:attr:`~rlm_compat.compat.ApiSemantics.max_retries_default`,
+:attr:`~rlm_compat.compat.ApiSemantics.retry_backoff_default`). This module is the policy only —
+what is transient and how long to wait; the loop does the counting.
 """
 
 from __future__ import annotations

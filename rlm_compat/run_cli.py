@@ -88,7 +88,10 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     model.add_argument("--api-base", help="OpenAI-compatible base URL")
     model.add_argument("--api-key", help="API key (default: the provider's usual environment variable)")
     model.add_argument(
-        "--max-retries", type=int, default=None, help="retries of transient provider errors (litellm's)"
+        "--max-retries",
+        type=int,
+        default=None,
+        help="the RLM's retries of transient provider errors (default 2; 0 under api 0.5)",
     )
     loop = p.add_argument_group("loop and REPL")
     loop.add_argument(

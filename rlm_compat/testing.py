@@ -229,6 +229,7 @@ def _make_handler(owner: ScriptedChatServer) -> type[BaseHTTPRequestHandler]:
                 self._send(HTTPStatus.BAD_REQUEST, _error("streaming is not scripted"))
                 return
             request["_headers"] = {k.lower(): v for k, v in self.headers.items()}
+            request["_received"] = time.monotonic()
             try:
                 reply = owner._answer(request)
             except Exception as exc:  # a scripting bug must reach the test, not kill the server

@@ -194,7 +194,7 @@ def test_context_never_in_messages(chat_server: ServerFactory) -> None:
 def test_script_exhaustion_is_a_clear_error(chat_server: ServerFactory) -> None:
     server = chat_server([])
     with pytest.raises(Exception, match="script exhausted"):
-        make(server, num_retries=0).complete("q", "c")
+        make(server, max_retries=0).complete("q", "c")
 
 
 @pytest.mark.parametrize(

@@ -97,10 +97,10 @@ def test_api_preset_is_chosen_by_keyword_or_environment(monkeypatch: pytest.Monk
         RLM("m", api="0.7")
 
 
-def test_release_050_refuses_litellm_retries() -> None:
-    with pytest.raises(UnsupportedOptionError, match="max_retries"):
-        split_rlm_options({"api": "0.5", "num_retries": 2})
-    assert split_rlm_options({"num_retries": 2}).model_call == {"num_retries": 2}
+@pytest.mark.parametrize("api", ["2fb46cc", "0.5"])
+def test_litellm_retries_are_refused_in_every_release(api: str) -> None:
+    with pytest.raises(UnsupportedOptionError, match=r"RLM\(max_retries=N"):
+        split_rlm_options({"api": api, "num_retries": 2})
 
 
 def test_presets_are_frozen_data() -> None:

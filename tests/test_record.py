@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import itertools
 import json
 import threading
 from collections.abc import Callable
@@ -24,7 +25,8 @@ from rlm_compat import (
     FailedCompletionResult,
     ProviderResponseError,
 )
-from rlm_compat.events import EVENT_TYPES, ModelCallFinished, TrajectoryEvent
+from rlm_compat.clients import ScriptedClient
+from rlm_compat.events import EVENT_TYPES, TrajectoryEvent
 from rlm_compat.record import RunBudget, json_schema, read_trajectory
 from rlm_compat.record.trajectory import SCHEMA_PATH
 from rlm_compat.testing import Disconnect, ErrorReply, RawReply, ScriptedChatServer
@@ -288,20 +290,77 @@ def test_budget_rejects_bad_limits(kwargs: dict[str, Any]) -> None:
 # --- retries and provider errors ---------------------------------------------------------------
 
 
-def test_retries_after_429_and_500_honour_retry_after(chat_server: ServerFactory) -> None:
-    server = chat_server(
-        [ErrorReply(429, retry_after=0.05), ErrorReply(500, retry_after=0.05), 'FINAL("ok")']
-    )
-    result = make(server, max_retries=2).complete_result("q", "c")
+@pytest.mark.parametrize("api", ["2fb46cc", "0.5"])
+def test_retries_after_429_and_500_honour_retry_after(
+    chat_server: ServerFactory, tmp_path: Path, api: str
+) -> None:
+    """The RLM makes each retry itself: one provider request per attempt, each a counted call."""
+    server = chat_server([ErrorReply(429, retry_after=0.2), ErrorReply(500, retry_after=0.2), 'FINAL("ok")'])
+    path = tmp_path / "run.jsonl"
+    rlm = make(server, max_retries=2, retry_backoff_seconds=0.01, api=api, trajectory_path=path)
+    result = rlm.complete_result("q", "c")
     assert result.answer == "ok"
-    assert [r["_headers"].get("x-stainless-retry-count") for r in server.requests] == ["0", "1", "2"]
-    retries = [e for e in result.trajectory if e.kind == "model_retry"]
-    assert [e.attempt for e in retries] == [2, 3]  # type: ignore[attr-defined]
-    assert [e.delay_seconds for e in retries] == [0.05, 0.05]  # type: ignore[attr-defined]
-    assert result.stats["retry_calls"] == 2
-    assert result.stats["llm_calls"] == 1
-    end = next(e for e in result.trajectory if isinstance(e, ModelCallFinished))
-    assert end.retries == 2
+    # three requests, each its SDK's first try: nothing retried below the RLM
+    assert len(server.requests) == 3
+    assert {r["_headers"].get("x-stainless-retry-count", "0") for r in server.requests} == {"0"}
+    received = [r["_received"] for r in server.requests]
+    assert min(b - a for a, b in itertools.pairwise(received)) >= 0.2  # Retry-After honoured
+    _, events = read_trajectory(path)
+    kinds = lambda kind: [e["data"] for e in events if e["kind"] == kind]  # noqa: E731
+    assert [(e["failed_attempt"], e["next_attempt"], e["delay_seconds"]) for e in kinds("model_retry")] == [
+        (1, 2, 0.2),
+        (2, 3, 0.2),
+    ]
+    assert [e["attempt"] for e in kinds("model_call_start")] == [1, 2, 3]
+    assert [(e["error_type"], e["retrying"]) for e in kinds("model_call_error")] == [
+        ("RateLimitError", True),
+        ("InternalServerError", True),
+    ]
+    stats = result.stats
+    assert (stats["llm_calls"], stats["retry_calls"], stats["failed_calls"]) == (3, 2, 2)
+    assert stats["budget"]["reserved_calls"] == 3
+
+
+def test_each_retry_is_reserved_in_the_budget(chat_server: ServerFactory) -> None:
+    server = chat_server([ErrorReply(429, retry_after=0.01)] * 3 + ['FINAL("ok")'])
+    rlm = make(server, max_retries=5, retry_backoff_seconds=0.01, max_total_calls=2)
+    with pytest.raises(BudgetExceededError) as caught:
+        rlm.complete("q", "c")
+    assert caught.value.metric == "llm_calls"
+    assert len(server.requests) == 2
+
+
+def test_the_provider_sdk_never_retries_behind_the_rlm(chat_server: ServerFactory) -> None:
+    from litellm.exceptions import RateLimitError
+
+    server = chat_server([ErrorReply(429, retry_after=0.01)] * 4 + ['FINAL("ok")'])
+    rlm = make(server, max_retries=1, retry_backoff_seconds=0.01)
+    with pytest.raises(RateLimitError):
+        rlm.complete("q", "c")
+    assert len(server.requests) == 2  # the SDK's default of 2 retries per call would make 6
+
+
+def test_default_retries_follow_the_api_preset() -> None:
+    assert (RLM("m").max_retries, RLM("m").retry_backoff_seconds) == (2, 0.5)
+    assert (RLM("m", api="0.5").max_retries, RLM("m", api="0.5").retry_backoff_seconds) == (0, 1.0)
+
+
+@pytest.mark.parametrize(
+    "where",
+    ["constructor", "provider_options", "per_call"],
+)
+def test_sdk_retry_options_are_refused_with_the_rlm_setting_named(where: str) -> None:
+    from rlm_compat import UnsupportedOptionError
+
+    with pytest.raises(UnsupportedOptionError, match=r"RLM\(max_retries=N"):
+        if where == "constructor":
+            RLM("m", num_retries=3)
+        elif where == "provider_options":
+            RLM("m", provider_options={"num_retries": 3})
+        else:
+            RLM("m", client=ScriptedClient(['FINAL("x")']), isolation="inline").complete(
+                "q", "c", num_retries=1
+            )
 
 
 def test_no_retries_when_switched_off(chat_server: ServerFactory) -> None:

@@ -197,7 +197,7 @@ def _failing_run(
     [
         (["x = 1", "y = 2", "FINAL('3')"], ("--max-calls", "2"), 3, "budget_exceeded", "BudgetExceededError"),
         (["print(1)", "print(2)"], ("--max-iterations", "2"), 4, "max_iterations", "MaxIterationsError"),
-        ([RawReply(b"{not json")], (), 6, "provider_failure", "ProviderResponseError"),
+        ([RawReply(b"{not json")], ("--max-retries", "0"), 6, "provider_failure", "ProviderResponseError"),
         ([], (), 6, "provider_failure", "BadRequestError"),
     ],
     ids=["budget", "max-iterations", "malformed-reply", "http-400"],

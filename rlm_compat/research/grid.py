@@ -116,7 +116,7 @@ class GridJob:
     """The picklable description of a grid's runs (not of its cells, which are :class:`RunSpec`).
 
     ``policy`` makes each cell's client (the task's scripted policy for model ``scripted``; None
-    for a litellm model, reached with ``api_base`` / ``api_key``; ``max_retries`` is litellm's
+    for a litellm model, reached with ``api_base`` / ``api_key``; ``max_retries`` is the RLM's
     retry count for rate limits and transient provider errors). Built tasks are cached per
     process (a few at a time), so the configs of one task share one corpus build.
     """
