@@ -42,6 +42,10 @@ class LazyModule(types.ModuleType):
                     object.__setattr__(self, "_lazy_module", module)
         return module  # type: ignore[no-any-return]
 
+    def is_overridden(self, name: str) -> bool:
+        """Whether ``name`` was set on the proxy (``unittest.mock.patch``), shadowing the real one."""
+        return name in self.__dict__
+
     @property
     def is_loaded(self) -> bool:
         """Whether the real module has been imported through this proxy."""

@@ -6,9 +6,10 @@ itself: :class:`LiteLLMClient` reads the module through a getter at call time, s
 ``rlm_compat.core.litellm.acompletion`` (upstream's test recipe) is honoured.
 
 A client makes one request per call and never retries: the RLM retries transient failures
-itself (:mod:`rlm_compat.retry`), so that each attempt is a counted, budgeted, recorded call. The
-loop switches litellm's retries (and through them the provider SDK's) off with ``num_retries=0``,
-a documented litellm parameter, rather than watching another library's retry logging.
+itself (:mod:`rlm_compat.retry`), so that each attempt is a counted, budgeted, recorded call.
+:class:`LiteLLMClient` switches litellm's retries (and through them the provider SDK's) off with
+``num_retries=0``, a documented litellm parameter, rather than watching another library's retry
+logging.
 """
 
 from __future__ import annotations
@@ -72,7 +73,12 @@ class LiteLLMClient:
 
     async def complete(self, model: str, messages: list[Message], **kwargs: Any) -> ModelReply:
         try:
-            call = self._acompletion or self._module().acompletion
+            module = self._module()
+            call = self._acompletion or module.acompletion
+            if self._acompletion is not None or not _overridden(module, "acompletion"):
+                # litellm's own retries off; a function patched over the patch point gets the
+                # keywords 2fb46cc sent (upstream's tests compare them), as it has no retries
+                kwargs = {**kwargs, "num_retries": 0}
             response = await call(model=model, messages=messages, **kwargs)
         except Exception as exc:
             if _caused_by(exc, json.JSONDecodeError):
@@ -119,6 +125,11 @@ class LiteLLMClient:
         if isinstance(cost, (int, float)) and not isinstance(cost, bool):
             return float(cost)
         return None
+
+
+def _overridden(module: Any, name: str) -> bool:
+    check = getattr(type(module), "is_overridden", None)
+    return bool(check(module, name)) if callable(check) else False
 
 
 def field(obj: Any, name: str) -> Any:

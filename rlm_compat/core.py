@@ -737,9 +737,9 @@ class RLM:
         """One model call: reserved in the budget, recorded as it starts, retries and ends.
 
         A transient failure is retried here by :attr:`retry_policy`, each attempt its own reserved
-        and recorded call. litellm's and the provider SDK's own retries are switched off
-        (``num_retries=0``, which litellm also hands the SDK as its ``max_retries``): retries made
-        below this loop would be invisible to the stats, the budget and the trajectory.
+        and recorded call. The client never retries (:class:`LiteLLMClient` switches litellm's and
+        the provider SDK's retries off): retries made below this loop would be invisible to the
+        stats, the budget and the trajectory.
         """
         model = kwargs.pop("model", None) or self._default_model()
         call_kwargs = {**self.llm_kwargs, **kwargs}
@@ -748,8 +748,6 @@ class RLM:
         if self.api_key:
             call_kwargs["api_key"] = self.api_key
         policy = self.retry_policy
-        if isinstance(self.client, LiteLLMClient):
-            call_kwargs["num_retries"] = 0
         attempt = 1
         while True:
             outcome = await self._attempt(

@@ -59,11 +59,29 @@ def is_retryable(error: BaseException) -> bool:
 
 
 def retry_after(error: BaseException) -> float | None:
-    """The provider's ``Retry-After`` in seconds (numeric form), if it sent one."""
-    headers: Any = getattr(getattr(error, "response", None), "headers", None)
+    """The provider's ``Retry-After`` in seconds (``retry-after-ms`` or the numeric form), if sent.
+
+    The headers are looked for where litellm and the openai SDK put them across their releases:
+    litellm's ``litellm_response_headers`` (litellm 1.9x hands on a rebuilt ``response`` without
+    them), then the exception's ``response.headers`` (the SDK's, and litellm's later releases).
+    """
+    sources = (
+        getattr(error, "litellm_response_headers", None),
+        getattr(getattr(error, "response", None), "headers", None),
+    )
+    for headers in sources:
+        seconds = _header_seconds(headers, "retry-after-ms", 1000.0)
+        if seconds is None:
+            seconds = _header_seconds(headers, "retry-after", 1.0)
+        if seconds is not None:
+            return seconds
+    return None
+
+
+def _header_seconds(headers: Any, name: str, per_second: float) -> float | None:
     try:
-        value = headers.get("Retry-After") or headers.get("retry-after")
-        seconds = float(value)
+        value = headers.get(name) or headers.get(name.title())
+        seconds = float(value) / per_second
     except (AttributeError, TypeError, ValueError):
         return None
     return seconds if math.isfinite(seconds) and seconds >= 0 else None

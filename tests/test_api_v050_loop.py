@@ -297,6 +297,10 @@ def test_retry_policy_reads_status_and_retry_after() -> None:
     assert policy.delay(1, failure(429)) == 0.5 and policy.delay(2, failure(500)) == 1.0
     assert policy.delay(1, failure(503, "2.5")) == 2.5 and policy.delay(1, failure(503, "soon")) == 0.5
     assert policy.delay(3, failure(503)) is None and policy.delay(1, failure(401)) is None
+    # litellm 1.9x: the headers only on litellm_response_headers, beside a rebuilt response
+    rebuilt = failure(429)
+    rebuilt.litellm_response_headers = {"retry-after-ms": "1500"}  # type: ignore[attr-defined]
+    assert policy.delay(1, rebuilt) == 1.5
     assert is_retryable(asyncio.TimeoutError()) and not is_retryable(asyncio.CancelledError())
     assert not is_retryable(ValueError("bad request"))
 
