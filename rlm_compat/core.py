@@ -572,10 +572,8 @@ class RLM:
 
             if observation is None:
                 observation, failed = await self._step(step, iteration, response, repl_thread)
-                at_directive, step.box.missing = step.box.missing, False
-                withheld = failed and not (
-                    step.resolve_first or at_directive or _prose_reply(response, observation)
-                )
+                withheld = failed and not step.resolve_first and _withholds(step.box, response, observation)
+                step.box.missing = False
                 called = step.box.answer
                 if withheld:
                     # The model expected its code to have run: a FINAL / FINAL_VAR written beside
@@ -932,18 +930,24 @@ _WITHHELD = (
     "The code in this reply raised an error, so its FINAL / FINAL_VAR did not end the run. "
     "Fix the error, then give the final answer again."
 )
+# profile switch minimal_env: executing the directive itself is what failed
+_DIRECTIVE_UNDEFINED = re.compile(r"name 'FINAL(?:_VAR)?' is not defined")
 _COMPILE_FAILURE = re.compile(
     r"Error: Execution error: (?:Compilation error: |SyntaxError|IndentationError|TabError)"
 )
 
 
-def _prose_reply(response: str, observation: str) -> bool:
-    """Whether a failed step was prose, not code: no fence line, and the whole text did not compile.
+def _withholds(box: _FinalBox, response: str, observation: str) -> bool:
+    """Whether a failed step's FINAL / FINAL_VAR is withheld (profile fixed; docs/parser.md).
 
-    Such a reply ran nothing, so a FINAL written in it still ends the run (``I found it.`` then
-    ``FINAL("42")``); code that raised, fenced or not, never does (docs/parser.md).
+    Not when the directive itself is what failed, after the code before it ran (the callable
+    FINAL_VAR handed a value, or no callable at all under ``minimal_env``), and not when the reply
+    is prose rather than code: no fence line, and the whole text did not compile, so nothing ran
+    (``I found it.`` then ``FINAL("42")``). Code that raised, fenced or not, is withheld.
     """
-    return fenced_blocks(response) is None and _COMPILE_FAILURE.match(observation) is not None
+    if box.missing or _DIRECTIVE_UNDEFINED.search(observation):
+        return False
+    return not (fenced_blocks(response) is None and _COMPILE_FAILURE.match(observation))
 
 
 class _Step:

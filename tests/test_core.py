@@ -271,3 +271,9 @@ def test_fixed_prose_final_still_answers(chat_server: ServerFactory) -> None:
 def test_fixed_final_after_code_that_ran_answers(chat_server: ServerFactory) -> None:
     server = chat_server(["```python\nx = len(context)\n```\nFINAL_VAR(x)"])
     assert make(server, profile="fixed").complete("q", "abcd") == "4"
+
+
+def test_fixed_with_minimal_env_answers_when_only_the_directive_failed(chat_server: ServerFactory) -> None:
+    # no callable FINAL_VAR: executing the directive is the step's only error, after x was set
+    server = chat_server(["x = context.upper()\nFINAL_VAR(x)"])
+    assert make(server, profile="fixed-with:minimal_env").complete("q", "abc") == "ABC"
