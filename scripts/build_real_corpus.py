@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
+import re
 import subprocess
 import sys
 import tempfile
@@ -106,6 +107,10 @@ def _steps_dspy(data: bytes) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     return steps, env
 
 
+_LA3D_TOOL = re.compile(r"\b(sparql_\w+|g_\w+|ctx_\w+|endpoint_info)\s*\(")
+"""The graph tools of LA3D/rlm's reasoningbank runs (experiments/reasoningbank/ctx/)."""
+
+
 def _steps_la3d(data: bytes) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     steps: list[dict[str, Any]] = []
     question, chars = "", 0
@@ -127,12 +132,15 @@ def _steps_la3d(data: bytes) -> tuple[list[dict[str, Any]], dict[str, Any]]:
                     "recorded_error": None,
                 }
             )
+    tools = sorted({m for s in steps for m in _LA3D_TOOL.findall(s["code"])})
     env = {
         "context": {"kind": "placeholder", "chars": chars},
         "question": question,
+        "stand_ins": tools,
         "note": "dspy.RLM over an RDF graph: the context (a graph summary) is not published, a placeholder "
-        "of the recorded size stands in; the graph tools the run had (g_stats, sparql_query...) are not "
-        "reconstructed, so steps calling them fail under every implementation alike",
+        "of the recorded size stands in; the graph tools the run's code calls (sparql_query, g_stats...) "
+        "are stand-ins returning a fixed text, so code that needs their real results fails under every "
+        "implementation alike",
     }
     return steps, env
 

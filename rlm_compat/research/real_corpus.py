@@ -170,7 +170,12 @@ def corpus_cases(steps: Sequence[Step]) -> list[dict[str, Any]]:
             env[alias] = context
         if "question" in environment:
             env["question"] = environment["question"]
-        cases.append({"id": trajectory, "steps": [PRELUDE, *(s.record["code"] for s in members)], "env": env})
+        prelude = PRELUDE + "".join(
+            f'\ndef {name}(*args, **kwargs):\n    return "[tool stand-in]"\n'
+            for name in environment.get("stand_ins", [])
+            if name.isidentifier()
+        )
+        cases.append({"id": trajectory, "steps": [prelude, *(s.record["code"] for s in members)], "env": env})
     return cases
 
 
@@ -396,7 +401,8 @@ def render(record: dict[str, Any]) -> str:
         f"{corpus['steps']} code steps from {corpus['runs']} runs, {len(corpus['sources'])} sources, "
         f"{len(corpus['models'])} models. Each step is a JSON record with its source repository, commit, "
         "path, model, licence and how its environment is reconstructed (the recorded context, or a "
-        "placeholder text of the recorded size; sub-call stand-ins defined before the run's first step).",
+        "placeholder text of the recorded size; sub-call and tool stand-ins defined before the run's",
+        "first step).",
         "",
         "| source | licence | runs | code steps | models |",
         "|---|---|---:|---:|---|",
