@@ -55,6 +55,9 @@ def build_parser() -> argparse.ArgumentParser:
     from .research.compare_cli import register as register_compare
 
     register_compare(commands)
+    from .research.real_corpus_cli import register as register_real_corpus
+
+    register_real_corpus(commands)
     return parser
 
 

@@ -67,6 +67,7 @@ from .repl import REPLError, REPLExecutor
 from .repl_v050 import DEFAULT_SNAPSHOT_BYTES, check_snapshot_bytes
 from .retry import RetryPolicy
 from .sandbox import host_call
+from .sandbox.fences import fenced_blocks
 from .types import Message
 
 __all__ = [
@@ -137,6 +138,9 @@ class _FinalBox:
     def __init__(self, env: Mapping[str, Any]) -> None:
         self._env = env
         self.answer: str | None = None
+        self.missing = False
+        """The step's callable FINAL_VAR raised for want of the variable: the step failed at the
+        directive itself, after the code before it ran (``FINAL_VAR(answer)`` passes a value)."""
 
     def final(self, text: str) -> None:
         """FINAL(value): end the run after this step with ``str(value)``."""
@@ -147,6 +151,7 @@ class _FinalBox:
         """FINAL_VAR(name): end the run after this step with ``str(env[name])``."""
         if text is None:
             key = name if isinstance(name, str) else repr(name)
+            self.missing = True
             raise _parser.missing_variable_error(key, self._env)
         self.final(text)
 
@@ -566,8 +571,17 @@ class RLM:
                         return _settled(run, depth, node, str(early.answer), method)
 
             if observation is None:
-                observation = await self._step(step, iteration, response, repl_thread)
+                observation, failed = await self._step(step, iteration, response, repl_thread)
+                withheld = failed and not step.resolve_first and _withholds(step.box, response, observation)
+                step.box.missing = False
+                called = step.box.answer
+                if withheld:
+                    # The model expected its code to have run: a FINAL / FINAL_VAR written beside
+                    # code that raised (or a FINAL it called before raising) does not end the run.
+                    step.box.answer = None
                 candidate = await self._candidate(step, settle, repl_thread)
+                if withheld and (called is not None or isinstance(candidate, tuple)):
+                    candidate = _WITHHELD
                 if isinstance(candidate, tuple):
                     answer, method = candidate
                     rejection = await self._rejection(step, answer)
@@ -584,8 +598,9 @@ class RLM:
 
     async def _step(
         self, step: _Step, iteration: int, response: str, repl_thread: concurrent.futures.ThreadPoolExecutor
-    ) -> str:
-        """Execute the response in the node's REPL and record it; the observation for the model."""
+    ) -> tuple[str, bool]:
+        """Execute the response in the node's REPL and record it; the observation for the model
+        and whether the step failed."""
         started = time.perf_counter()
         remaining = step.run.budget.remaining_seconds()
         if remaining is not None and remaining <= 0:
@@ -605,7 +620,7 @@ class RLM:
             runner=step.repl.isolation,
         )
         step.run.budget.check()
-        return observation
+        return observation, failed
 
     async def _candidate(
         self,
@@ -888,6 +903,30 @@ class RLM:
         child.messages = []
         child.final_answer_validator = None  # the root's answer rules, not a sub-task's
         return child
+
+
+_WITHHELD = (
+    "The code in this reply raised an error, so its FINAL / FINAL_VAR did not end the run. "
+    "Fix the error, then give the final answer again."
+)
+# profile switch minimal_env: executing the directive itself is what failed
+_DIRECTIVE_UNDEFINED = re.compile(r"name 'FINAL(?:_VAR)?' is not defined")
+_COMPILE_FAILURE = re.compile(
+    r"Error: Execution error: (?:Compilation error: |SyntaxError|IndentationError|TabError)"
+)
+
+
+def _withholds(box: _FinalBox, response: str, observation: str) -> bool:
+    """Whether a failed step's FINAL / FINAL_VAR is withheld (profile fixed; docs/parser.md).
+
+    Not when the directive itself is what failed, after the code before it ran (the callable
+    FINAL_VAR handed a value, or no callable at all under ``minimal_env``), and not when the reply
+    is prose rather than code: no fence line, and the whole text did not compile, so nothing ran
+    (``I found it.`` then ``FINAL("42")``). Code that raised, fenced or not, is withheld.
+    """
+    if box.missing or _DIRECTIVE_UNDEFINED.search(observation):
+        return False
+    return not (fenced_blocks(response) is None and _COMPILE_FAILURE.match(observation))
 
 
 class _Step:

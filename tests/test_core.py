@@ -228,3 +228,52 @@ def test_fixed_llm_query_batched_keeps_order(chat_server: ServerFactory) -> None
     server = chat_server(reply)
     assert make(server, recursive_model=CHEAP).complete("q", "c") == "ABCD"
     assert sorted(r["messages"][0]["content"] for r in server.requests[1:]) == ["a", "b", "c", "d"]
+
+
+@pytest.mark.parametrize(
+    "reply",
+    [
+        # FINAL_VAR in prose after a fenced block that raised before reassigning x
+        "```python\nx = 1 / 0\n```\nFINAL_VAR(x)",
+        # the same unfenced: the callable is never reached
+        "x = int('nope')\nFINAL_VAR(x)",
+        # the callable ran, then the code raised
+        'FINAL("early")\ny = 1 / 0',
+        # a fenced block that does not compile, beside a text-level FINAL
+        '```python\nx = (1\n```\nFINAL("stale")',
+    ],
+)
+def test_fixed_never_answers_beside_code_that_raised(chat_server: ServerFactory, reply: str) -> None:
+    server = chat_server(["x = 0", reply, 'FINAL("after the error")'])
+    rlm = make(server, profile="fixed")
+    assert rlm.complete("q", "c") == "after the error"
+    assert rlm.stats["iterations"] == 3
+    feedback = server.messages[2][-1]["content"]
+    assert feedback.startswith("Error: Execution error: ")
+    assert feedback.endswith(
+        "The code in this reply raised an error, so its FINAL / FINAL_VAR did not end the run. "
+        "Fix the error, then give the final answer again."
+    )
+
+
+def test_fixed_final_var_of_a_value_still_answers(chat_server: ServerFactory) -> None:
+    # FINAL_VAR(answer) hands the callable the value, which raises at the directive itself: the
+    # code before it ran, so the text-level directive answers (the common real-model form)
+    server = chat_server(["```python\nanswer = context.upper()\nFINAL_VAR(answer)\n```"])
+    assert make(server, profile="fixed").complete("q", "abc") == "ABC"
+
+
+def test_fixed_prose_final_still_answers(chat_server: ServerFactory) -> None:
+    server = chat_server(['I counted them.\nFINAL("42")'])
+    assert make(server, profile="fixed").complete("q", "c") == "42"
+
+
+def test_fixed_final_after_code_that_ran_answers(chat_server: ServerFactory) -> None:
+    server = chat_server(["```python\nx = len(context)\n```\nFINAL_VAR(x)"])
+    assert make(server, profile="fixed").complete("q", "abcd") == "4"
+
+
+def test_fixed_with_minimal_env_answers_when_only_the_directive_failed(chat_server: ServerFactory) -> None:
+    # no callable FINAL_VAR: executing the directive is the step's only error, after x was set
+    server = chat_server(["x = context.upper()\nFINAL_VAR(x)"])
+    assert make(server, profile="fixed-with:minimal_env").complete("q", "abc") == "ABC"

@@ -17,9 +17,16 @@ the context ``context_0``, which replay provides.
 dspy.RLM (dspy 3.1's ``Prediction.trajectory``; dspy main at 00d9fbd calls it
 ``repl_trajectory`` and adds ``max_output_chars``): a list of ``{"reasoning", "code", "output"}``
 entries, fences already stripped, a failure's output starting ``[Error]``. dspy writes no file
-itself: a JSON file holding that list, a prediction dict with either key, or the entries as JSON
-lines are read. Sub-call replies are not in it, so an ``llm_query`` in dspy code fails during
-replay, under every profile alike. Its ``SUBMIT(...)`` is provided.
+itself: a JSON file holding that list, a prediction dict with either key, a saved run whose
+``iterations`` list holds the entries (explorer apps; its ``final_answer`` is the answer), or the
+entries as JSON lines are read. Fields beyond the entry's three are ignored, with a notice.
+Sub-call replies are not in it, so an ``llm_query`` in dspy code fails during replay, under every
+profile alike. Its ``SUBMIT(...)`` is provided.
+
+Newer rlms logs (alexzhang13/rlm after 0.1.1) add ``run_context`` lines (each run's prompt, which
+is the context rlms gives the REPL: replay uses the first as the context) and a ``jupyter``
+environment whose REPL names the context ``completion_context``; other line types and fields a
+reader does not know are skipped with a notice (``RecordedRun.notices``), never refused.
 """
 
 from __future__ import annotations
@@ -39,7 +46,8 @@ FORMATS = ("rlm_compat", "rlms", "dspy")
 
 RLMS_VERSION = "rlms 0.1.1 RLMLogger JSONL"
 DSPY_VERSION = "dspy.RLM trajectory (dspy 3.1 Prediction.trajectory / main repl_trajectory)"
-_DSPY_KEYS = ("trajectory", "repl_trajectory")
+_DSPY_KEYS = ("trajectory", "repl_trajectory", "iterations")
+_DSPY_ENTRY = {"reasoning", "code", "output"}
 
 
 def load_run(path: str | os.PathLike[str], format: str | None = None) -> RecordedRun:
@@ -89,31 +97,95 @@ def from_rlms(path: str | os.PathLike[str]) -> RecordedRun:
     """An ``rlms`` JSONL log (see the module doc) as the steps of its root and child RLMs."""
     iterations: list[tuple[str, Any]] = []
     max_depth: int | None = None
-    model = ""
+    model = environment = ""
+    prompts: list[Any] = []
+    notes = _Notes()
     for line, record in json_lines(path):
         kind = record.get("type")
+        notes.fields(kind, record, line)
         if kind == "metadata":
             depth = record.get("max_depth")
             max_depth = depth if isinstance(depth, int) and not isinstance(depth, bool) else None
             model = _string(record.get("root_model"))
+            environment = _string(record.get("environment_type"))
         elif kind == "iteration":
             iterations.append((f"line {line}", record))
+        elif kind == "run_context":
+            prompts.append(record.get("prompt"))
         else:
-            raise TrajectoryError(f"{path}: line {line}: type {kind!r}, expected 'metadata' or 'iteration'")
+            notes.skip(f"type {kind!r}", line)
     reader = _RlmsReader(str(path))
     root = reader.node("root", "", 0, iterations, model)
     if not reader.steps:
-        raise TrajectoryError(f"{path}: no code block in any iteration: nothing to replay")
+        skipped = "; ".join(notes.all())
+        raise TrajectoryError(
+            f"{path}: no code block in any iteration: nothing to replay"
+            + (f" ({skipped})" if skipped else "")
+        )
+    context = prompts[0] if prompts and isinstance(prompts[0], str) else None
+    if prompts and context is None:
+        notes.add("the run's prompt is not a string; pass the context with --context-file")
+    if len(prompts) > 1:
+        notes.add(
+            f"{len(prompts)} runs in one log (run_context lines): replayed as one REPL session "
+            "over the first run's prompt, so later runs' steps that read their own prompt diverge"
+        )
     return RecordedRun(
         path=str(path),
         format="rlms",
         format_version=RLMS_VERSION,
         nodes=(root, *reader.children),
         max_depth=max_depth,
-        extra_names=("context_0",),
+        extra_names=("context_0", "completion_context") if environment == "jupyter" else ("context_0",),
         child_context="query",
         answer=root.answer,
+        context=context,
+        notices=notes.all(),
     )
+
+
+_RLMS_FIELDS = {
+    "metadata": {
+        "type", "timestamp", "root_model", "max_depth", "max_iterations", "backend", "backend_kwargs",
+        "environment_type", "environment_kwargs", "other_backends",
+    },
+    "iteration": {
+        "type", "iteration", "timestamp", "prompt", "response", "code_blocks", "final_answer",
+        "iteration_time",
+    },
+    "run_context": {
+        "type", "timestamp", "prompt", "root_prompt", "environment_type", "environment_kwargs",
+        "session_mode",
+    },
+}  # fmt: skip
+
+
+class _Notes:
+    """What a reader skipped, each kind said once with where it first happened and how often."""
+
+    def __init__(self) -> None:
+        self._seen: dict[str, list[Any]] = {}
+
+    def add(self, text: str) -> None:
+        self._seen.setdefault(text, [None, 0])[1] += 1
+
+    def skip(self, what: str, line: int) -> None:
+        entry = self._seen.setdefault(f"skipped lines of {what}", [line, 0])
+        entry[1] += 1
+
+    def fields(self, kind: Any, record: dict[str, Any], line: int) -> None:
+        known = _RLMS_FIELDS.get(kind) if isinstance(kind, str) else None
+        extra = sorted(set(record) - known) if known is not None else []
+        if extra:
+            entry = self._seen.setdefault(f"ignored fields of {kind} lines: {', '.join(extra)}", [line, 0])
+            entry[1] += 1
+
+    def all(self) -> tuple[str, ...]:
+        out = []
+        for text, (line, count) in self._seen.items():
+            where = f" (first at line {line}, {count} line(s))" if line is not None else ""
+            out.append(text + where)
+        return tuple(out)
 
 
 class _RlmsReader:
@@ -210,7 +282,7 @@ def from_dspy(path: str | os.PathLike[str]) -> RecordedRun:
             entries = [(f"line {line}", record) for line, record in json_lines(path)]
         else:
             if isinstance(document, dict):
-                answer = _answer(document.get("answer"))
+                answer = _answer(document.get("answer", document.get("final_answer")))
                 key = next((k for k in _DSPY_KEYS if k in document), None)
                 document = document.get(key) if key else None
             if not isinstance(document, list):
@@ -221,11 +293,13 @@ def from_dspy(path: str | os.PathLike[str]) -> RecordedRun:
             entries = [(f"entry {i}", entry) for i, entry in enumerate(document, 1)]
     steps: list[RecordedStep] = []
     turns: list[RecordedTurn] = []
+    ignored: set[str] = set()
     for where, entry in entries:
         code = entry.get("code") if isinstance(entry, dict) else None
         output = entry.get("output") if isinstance(entry, dict) else None
         if not isinstance(code, str) or not isinstance(output, str):
             raise TrajectoryError(f"{path}: {where}: an entry needs code and output strings")
+        ignored |= set(entry) - _DSPY_ENTRY
         number = len(steps) + 1
         steps.append(
             RecordedStep(
@@ -249,6 +323,7 @@ def from_dspy(path: str | os.PathLike[str]) -> RecordedRun:
         nodes=(root,),
         extra_names=("SUBMIT",),
         answer=answer,
+        notices=(f"ignored fields of the entries: {', '.join(sorted(ignored))}",) if ignored else (),
     )
 
 

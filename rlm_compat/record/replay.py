@@ -206,6 +206,8 @@ def replay(
     if isolation is None and chosen.name == run.profile:
         isolation = run.isolation
     root = run.root
+    if context is None and run.context is not None:
+        context = run.context
     if context is None:
         if root.context_chars and same_context:
             raise TrajectoryError(
@@ -314,6 +316,8 @@ class _Replayer:
                 env["rlm_query_batched"] = host_call(served.rlm_query_batched)
         if "context_0" in self.run.extra_names:
             env["context_0"] = context
+        if "completion_context" in self.run.extra_names:
+            env["completion_context"] = context
         if "SUBMIT" in self.run.extra_names:
             env["SUBMIT"] = host_call(_submit)
         return env

@@ -94,6 +94,8 @@ def _replay(args: argparse.Namespace) -> int:
 
             require()  # before the replay, not after it
         run = load_run(args.trajectory, args.format)
+        for notice in run.notices:
+            print(f"rlm-compat replay: notice: {notice}", file=sys.stderr)
         report = replay(
             run,
             profile=args.profile,

@@ -130,6 +130,11 @@ class RecordedRun:
     (``context_0``: an alias of ``context``; ``SUBMIT``: dspy.RLM's way to answer)."""
     answer: str | None = None
     """The run's final answer, when the format records one."""
+    context: str | None = None
+    """The root's context text, when the format keeps it (``rlms``' ``run_context`` prompt)."""
+    notices: tuple[str, ...] = ()
+    """What the reader skipped or assumed (unknown line types, ignored fields, several runs in one
+    log): said to the user, never a refusal."""
 
     @property
     def steps(self) -> tuple[RecordedStep, ...]:

@@ -1,0 +1,204 @@
+"""Rebuild real_corpus/steps.jsonl from the sources listed in real_corpus/SOURCES.json.
+
+Usage::
+
+    python scripts/build_real_corpus.py SOURCES_DIR [--out real_corpus/steps.jsonl]
+
+``SOURCES_DIR`` holds one git repository per source, named ``owner+name`` (the layout the
+research tools' ``fetch`` leaves under /work/.mirror: ``owner+name/repo``), or a plain clone
+named ``owner+name``. Each listed file is read at its commit with ``git show`` (nothing is
+checked out, nothing is run) and every code step in it becomes one JSON record with its
+provenance (source, commit, path, model, licence) and how its environment is reconstructed for
+replay. A run whose code steps repeat another run's exactly (a log copied to a second folder)
+is kept once. The records are the models' code as published: never edited, never generated.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import re
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from rlm_compat.record.foreign import from_dspy, from_rlms  # noqa: E402
+
+SOURCES = ROOT / "real_corpus" / "SOURCES.json"
+
+
+def _git_dir(base: Path, repo: str) -> Path:
+    name = repo.replace("/", "+")
+    for candidate in (base / name / "repo", base / name):
+        if (candidate / "HEAD").exists() or (candidate / ".git").exists():
+            return candidate
+    raise SystemExit(f"{repo}: no git repository at {base / name} (fetch it first)")
+
+
+def _show(git_dir: Path, commit: str, path: str) -> bytes:
+    done = subprocess.run(
+        [
+            "git",
+            f"--git-dir={git_dir / '.git'}" if (git_dir / ".git").exists() else f"--git-dir={git_dir}",
+            "show",
+            f"{commit}:{path}",
+        ],
+        capture_output=True,
+        check=False,
+    )
+    if done.returncode != 0:
+        raise SystemExit(f"{git_dir}: cannot read {commit}:{path}: {done.stderr.decode(errors='replace')}")
+    return done.stdout
+
+
+def _steps_rlms(data: bytes) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "log.jsonl"
+        path.write_bytes(data)
+        run = from_rlms(path)
+    steps = [
+        {
+            "where": s.where,
+            "code": s.code,
+            "recorded_output": s.observation,
+            "recorded_error": s.error,
+            "subcall_replies": [c.reply for c in s.subcalls],
+        }
+        for s in run.steps
+        if s.node == "root"
+    ]
+    env = {
+        "context": {"kind": "recorded", "text": run.context or ""},
+        "aliases": ["context_0", "completion_context", "session_context_0"],
+        "note": "rlms gives the REPL the run's prompt as its context: the first run_context prompt, "
+        "recorded in the log; context_0, completion_context and session_context_0 are rlms' other "
+        "names for it (local, jupyter and session REPLs)",
+    }
+    return steps, env
+
+
+def _steps_dspy(data: bytes) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    document = json.loads(data)
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "run.json"
+        path.write_bytes(data)
+        run = from_dspy(path)
+    sizes = {
+        v.get("name"): v.get("size_chars")
+        for v in document.get("context_variables", [])
+        if isinstance(v, dict)
+    }
+    steps = [
+        {"where": s.where, "code": s.code, "recorded_output": s.observation, "recorded_error": s.error}
+        for s in run.steps
+    ]
+    env = {
+        "context": {"kind": "placeholder", "chars": int(sizes.get("context") or 0)},
+        "question": str(document.get("question", "")),
+        "note": "the run's context (package source files) is not published: a placeholder text of the "
+        "recorded size stands in; question is the recorded question",
+    }
+    return steps, env
+
+
+_LA3D_TOOL = re.compile(r"\b(sparql_\w+|g_\w+|ctx_\w+|endpoint_info)\s*\(")
+"""The graph tools of LA3D/rlm's reasoningbank runs (experiments/reasoningbank/ctx/)."""
+
+
+def _steps_la3d(data: bytes) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    steps: list[dict[str, Any]] = []
+    question, chars = "", 0
+    for number, line in enumerate(data.decode("utf-8").splitlines(), 1):
+        if not line.strip():
+            continue
+        record = json.loads(line)
+        body = record.get("data") if isinstance(record.get("data"), dict) else {}
+        if record.get("event_type") == "run_start":
+            question = str(body.get("task", ""))
+            chars = int(body.get("context_size") or 0)
+        elif record.get("event_type") == "iteration" and isinstance(body.get("code"), str):
+            output = body.get("output")
+            steps.append(
+                {
+                    "where": f"line {number}",
+                    "code": body["code"],
+                    "recorded_output": output if isinstance(output, str) else None,
+                    "recorded_error": None,
+                }
+            )
+    tools = sorted({m for s in steps for m in _LA3D_TOOL.findall(s["code"])})
+    env = {
+        "context": {"kind": "placeholder", "chars": chars},
+        "question": question,
+        "stand_ins": tools,
+        "note": "dspy.RLM over an RDF graph: the context (a graph summary) is not published, a placeholder "
+        "of the recorded size stands in; the graph tools the run's code calls (sparql_query, g_stats...) "
+        "are stand-ins returning a fixed text, so code that needs their real results fails under every "
+        "implementation alike",
+    }
+    return steps, env
+
+
+READERS = {"rlms": _steps_rlms, "dspy": _steps_dspy, "la3d-events": _steps_la3d}
+
+
+def build(sources_dir: Path) -> list[dict[str, Any]]:
+    manifest = json.loads(SOURCES.read_text(encoding="utf-8"))
+    records: list[dict[str, Any]] = []
+    seen: set[str] = set()
+    for source in manifest["sources"]:
+        git_dir = _git_dir(sources_dir, source["repo"])
+        for entry in source["files"]:
+            data = _show(git_dir, entry["commit"], entry["path"])
+            steps, env = READERS[source["format"]](data)
+            fingerprint = hashlib.sha256(json.dumps([s["code"] for s in steps]).encode()).hexdigest()
+            if not steps or fingerprint in seen:
+                continue
+            seen.add(fingerprint)
+            trajectory = f"{source['repo']}/{entry['path']}"
+            for index, step in enumerate(steps, 1):
+                records.append(
+                    {
+                        "id": f"{trajectory}#{index}",
+                        "trajectory": trajectory,
+                        "index": index,
+                        "source": source["repo"],
+                        "commit": entry["commit"],
+                        "path": entry["path"],
+                        "model": entry["model"],
+                        "licence": source["licence"],
+                        "format": source["format"],
+                        "environment": env,
+                        **step,
+                    }
+                )
+    return records
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("sources_dir", type=Path, help="directory of fetched sources (owner+name/...)")
+    parser.add_argument("--out", type=Path, default=ROOT / "real_corpus" / "steps.jsonl")
+    args = parser.parse_args()
+    records = build(args.sources_dir)
+    with args.out.open("w", encoding="utf-8") as f:
+        for record in records:
+            f.write(json.dumps(record, ensure_ascii=False, sort_keys=True) + "\n")
+    sources = {r["source"] for r in records}
+    models = {r["model"] for r in records}
+    trajectories = {r["trajectory"] for r in records}
+    print(
+        f"wrote {args.out}: {len(records)} code steps from {len(trajectories)} runs, "
+        f"{len(sources)} sources, {len(models)} models"
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
