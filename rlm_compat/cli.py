@@ -55,6 +55,9 @@ def build_parser() -> argparse.ArgumentParser:
     from .research.compare_cli import register as register_compare
 
     register_compare(commands)
+    from .doctor_cli import register as register_doctor
+
+    register_doctor(commands)
     return parser
 
 

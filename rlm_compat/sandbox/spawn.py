@@ -44,6 +44,7 @@ from ..config import START_METHODS, Limits
 from ..environments import LocalExecutionEnvironment
 from ..errors import ConfigurationError
 from . import launcher
+from .hardening import DISABLE_ENV
 from .rlimits import cap_address_space, cap_cpu, current_address_space
 from .workerinit import limits_to_json
 from .zygote import ZygoteClient, ZygoteError, python_argv
@@ -70,7 +71,7 @@ DEFAULT_ENTRY = "rlm_compat.sandbox.worker:serve"
 DEFAULT_PRELOAD: tuple[str, ...] = ("rlm_compat.sandbox.worker",)
 """What the fork server imports before forking (a missing module is skipped); the module of the
 entry a fork server is first started for is added (see :func:`start_worker`)."""
-_PASSED_ENV = ("LITELLM_LOCAL_MODEL_COST_MAP",)
+_PASSED_ENV = ("LITELLM_LOCAL_MODEL_COST_MAP", DISABLE_ENV)
 
 
 def _remove_tree(path: str) -> None:
