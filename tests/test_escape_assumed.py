@@ -124,3 +124,27 @@ def test_doctor_command_runs_a_file(tmp_path: os.PathLike[str]) -> None:
     assert "stopped by landlock" in lines[0] and "NOT STOPPED" not in lines[0]
     assert "NOT STOPPED" in lines[1]
     assert "landlock-fs" in run.stdout  # the layer table comes first
+
+
+def test_the_run_record_names_the_active_layers(monkeypatch: pytest.MonkeyPatch) -> None:
+    from rlm_compat import RLM
+    from rlm_compat.record.config import run_config
+
+    assert run_config(RLM("m", isolation="process"))["hardening"] == list(hardening.available_layers())
+    assert run_config(RLM("m", isolation="inline"))["hardening"] == []
+    monkeypatch.setenv(hardening.DISABLE_ENV, "seccomp")
+    layers = run_config(RLM("m", isolation="process"))["hardening"]
+    assert "seccomp" not in layers and "no_new_privs" in layers
+
+
+def test_doctor_lists_the_layers(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    from rlm_compat.cli import main
+
+    monkeypatch.setenv(hardening.DISABLE_ENV, "landlock-net")
+    assert main(["doctor"]) == 0
+    out = capsys.readouterr().out
+    rows = {line.split()[0]: line for line in out.splitlines()[1:] if line.strip()}
+    assert set(rows) == ALL_LAYERS
+    assert "switched off" in rows["landlock-net"] and " absent " in rows["landlock-net"]
+    for layer in set(hardening.available_layers()):
+        assert " active " in rows[layer]

@@ -29,6 +29,7 @@ ablation and for the escape-assumed tests' mutation checks; the record then name
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import errno
 import functools
@@ -47,6 +48,7 @@ __all__ = [
     "harden",
     "landlock_abi",
     "prepare_plan",
+    "prewarm",
 ]
 
 DISABLE_ENV = "RLM_COMPAT_HARDENING_OFF"
@@ -366,6 +368,8 @@ _DENIED = (
 _CLONE_THREAD = 0x00010000
 _PR_SET_DUMPABLE = 4
 _PR_SET_NO_NEW_PRIVS = 38
+_PR_SET_SECCOMP = 22
+_SECCOMP_MODE_FILTER = 2
 _LOW32 = 0xFFFFFFFF
 
 
@@ -380,7 +384,10 @@ def _ancestors() -> list[int]:
     return [pid for pid in pids if pid > 1]
 
 
-def _seccomp(ancestors: Sequence[int]) -> None:
+@functools.lru_cache(maxsize=4)
+def _filter_program(ancestors: tuple[int, ...]) -> bytes:
+    """The filter as a BPF program, built by libseccomp (cached: the fork server builds it once for
+    its workers, whose ancestors it knows, and each worker only loads it)."""
     sc = _seccomp_module()
     if sc is None:
         raise HardeningError(errno.ENOSYS, "pyseccomp / libseccomp is not available")
@@ -404,12 +411,47 @@ def _seccomp(ancestors: Sequence[int]) -> None:
         flt.add_rule(sc.ERRNO(errno.ENOSYS), "clone3")
     flt.add_rule(deny, "prctl", sc.Arg(0, sc.EQ, _PR_SET_DUMPABLE))
     targets = [*ancestors, _LOW32]  # _LOW32: pid -1, every process the user may signal
-    for name, argument in (("kill", 0), ("tkill", 0), ("tgkill", 0), ("rt_sigqueueinfo", 0)):
+    for name in ("kill", "tkill", "tgkill", "rt_sigqueueinfo", "rt_tgsigqueueinfo"):
         for pid in targets:
-            flt.add_rule(deny, name, sc.Arg(argument, sc.MASKED_EQ, _LOW32, pid & _LOW32))
-    for pid in targets:
-        flt.add_rule(deny, "rt_tgsigqueueinfo", sc.Arg(0, sc.MASKED_EQ, _LOW32, pid & _LOW32))
-    flt.load()
+            flt.add_rule(deny, name, sc.Arg(0, sc.MASKED_EQ, _LOW32, pid & _LOW32))
+    read_end, write_end = os.pipe()
+    try:
+        with os.fdopen(write_end, "wb", closefd=True) as sink:
+            flt.export_bpf(sink)
+        chunks = []
+        while chunk := os.read(read_end, 1 << 16):
+            chunks.append(chunk)
+    finally:
+        os.close(read_end)
+    return b"".join(chunks)
+
+
+class _SockFprog(ctypes.Structure):
+    _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
+
+
+def _seccomp(ancestors: Sequence[int]) -> None:
+    program = _filter_program(tuple(ancestors))
+    if not program or len(program) % 8:
+        raise HardeningError(errno.EINVAL, "libseccomp exported no usable filter")
+    buffer = ctypes.create_string_buffer(program, len(program))
+    fprog = _SockFprog(len(program) // 8, ctypes.addressof(buffer))
+    _prctl_pointer(_PR_SET_SECCOMP, _SECCOMP_MODE_FILTER, ctypes.byref(fprog))
+
+
+def _prctl_pointer(option: int, mode: int, pointer: Any) -> None:
+    if _libc().prctl(option, ctypes.c_ulong(mode), pointer, 0, 0) != 0:
+        code = ctypes.get_errno()
+        raise OSError(code, os.strerror(code))
+
+
+def prewarm() -> None:
+    """In the fork server: what every worker it forks would compute the same way, computed once
+    (the paths it may read, the host's layers, the filter for its children's ancestors)."""
+    prepare_plan()
+    if "seccomp" in _cached_host_layers():
+        with contextlib.suppress(Exception):  # a worker that cannot build it fails closed itself
+            _filter_program((os.getpid(), *([os.getppid()] if os.getppid() > 1 else [])))
 
 
 # --- the worker's one call -----------------------------------------------------------------------

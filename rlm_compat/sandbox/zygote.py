@@ -232,8 +232,7 @@ def serve(ctrl_fd: int, parent_pid: int, preload: Sequence[str]) -> NoReturn:
             loaded.append(name)
         except Exception:
             pass
-    hardening.prepare_plan()  # what workers may read and which layers the host has: found once
-    hardening.available_layers()
+    hardening.prewarm()  # what workers may read, and their system-call filter: made once
     gc.freeze()  # the template's objects stay shared: fewer copy-on-write faults in workers
     gc.enable()  # python_argv switched it off: imports run faster without collections
     ctrl = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM, 0, ctrl_fd)
