@@ -148,3 +148,38 @@ def test_doctor_lists_the_layers(capsys: pytest.CaptureFixture[str], monkeypatch
     assert "switched off" in rows["landlock-net"] and " absent " in rows["landlock-net"]
     for layer in set(hardening.available_layers()):
         assert " active " in rows[layer]
+
+
+def test_a_layer_that_cannot_be_set_up_fails_closed() -> None:
+    """The host promised seccomp, the worker cannot build it: harden() raises, the worker would exit."""
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the child
+        code = 2
+        try:
+            hardening._seccomp_module = lambda: None  # only in this child
+            hardening._filter_program.cache_clear()
+            hardening.harden(layers=("no_new_privs", "seccomp"))
+            code = 1
+        except hardening.HardeningError:
+            code = 7
+        finally:
+            os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 7
+
+
+@pytest.mark.parametrize("off", ["", "all"])
+def test_a_repl_session_runs_with_every_layer_and_with_none(
+    monkeypatch: pytest.MonkeyPatch, off: str
+) -> None:
+    from rlm_compat import REPLExecutor
+
+    monkeypatch.setenv(hardening.DISABLE_ENV, off)
+    env: dict[str, object] = {"context": "a\nb\nc"}
+    repl = REPLExecutor(isolation="process")
+    try:
+        code = "import re, json, datetime\nlines = context.split('\\n')\nprint(len(lines), datetime.date(2024, 1, 2))"
+        assert repl.execute(code, env) == "3 2024-01-02"
+        assert env["lines"] == ["a", "b", "c"]
+    finally:
+        repl.close()

@@ -221,6 +221,9 @@ _SYSTEM_READ = (
 )
 
 
+_INSTALL_DIRS = ("site-packages", "dist-packages")
+
+
 def _never_readable(path: str, homes: Sequence[str]) -> bool:
     """``/`` and any directory that holds a home directory (``/home``, ``/root``, ``~`` itself)."""
     if path == "/":
@@ -269,6 +272,13 @@ def prepare_plan() -> tuple[str, ...]:
         candidates.append(os.path.dirname(os.path.realpath(sys.executable)))
     candidates += _SYSTEM_READ
     candidates += _module_roots()
+    # install directories on the import path (a user site, a second site-packages): libraries a
+    # worker started by "spawn" has not imported yet when it hardens itself
+    candidates += [
+        entry
+        for entry in sys.path
+        if isinstance(entry, str) and os.path.basename(entry.rstrip("/")) in _INSTALL_DIRS
+    ]
     for candidate in candidates:
         path = os.path.realpath(os.path.abspath(candidate))
         if not os.path.exists(path) or _never_readable(path, homes) or path in seen:
