@@ -82,7 +82,11 @@ def test_switching_a_layer_off_lets_its_programs_out(
 
 def test_defence_in_depth_one_layer_off_still_stops(monkeypatch: pytest.MonkeyPatch) -> None:
     """Programs stopped by two layers stay stopped with either one off."""
-    for off, names in (("seccomp", ["tcp_loopback", "exec_shell"]), ("landlock-net", ["tcp_loopback"])):
+    for off, names in (
+        ("seccomp", ["tcp_loopback", "exec_shell", "signal_parent", "signal_host"]),
+        ("landlock-net", ["tcp_loopback"]),
+        ("landlock-scope", ["signal_parent", "signal_host"]),
+    ):
         monkeypatch.setenv(hardening.DISABLE_ENV, off)
         verdicts = run_programs([BY_NAME[name] for name in names])
         assert all(v.stopped for v in verdicts), "\n".join(v.line() for v in verdicts)

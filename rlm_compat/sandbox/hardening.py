@@ -165,9 +165,15 @@ def _host_layers() -> tuple[str, ...]:
         layers.append("landlock-net")
     if abi >= 6:
         layers.append("landlock-scope")
-    if _seccomp_module() is not None:
+    if _kernel_has_seccomp() and _seccomp_module() is not None:
         layers.append("seccomp")
     return tuple(layers)
+
+
+def _kernel_has_seccomp() -> bool:
+    """Whether this kernel filters system calls (``PR_GET_SECCOMP`` answers, it is not EINVAL)."""
+    libc = _libc()
+    return int(libc.prctl(_PR_GET_SECCOMP, 0, 0, 0, 0)) >= 0
 
 
 @functools.lru_cache(maxsize=1)
@@ -195,7 +201,7 @@ def describe_host() -> list[tuple[str, bool, str]]:
         "landlock-scope": f"Landlock ABI {abi}" if abi >= 6 else f"needs Landlock ABI 6 (kernel has {abi})",
         "seccomp": "libseccomp via pyseccomp"
         if "seccomp" in have
-        else "pyseccomp or libseccomp (libseccomp2) is not installed",
+        else "no seccomp filters in this kernel, or pyseccomp / libseccomp (libseccomp2) missing",
     }
     rows = []
     for layer in LAYERS:
@@ -378,6 +384,7 @@ _DENIED = (
 _CLONE_THREAD = 0x00010000
 _PR_SET_DUMPABLE = 4
 _PR_SET_NO_NEW_PRIVS = 38
+_PR_GET_SECCOMP = 21
 _PR_SET_SECCOMP = 22
 _SECCOMP_MODE_FILTER = 2
 _LOW32 = 0xFFFFFFFF
