@@ -98,6 +98,12 @@ CORPUS: tuple[Program, ...] = (
     _p("list_slash", "list /", ["landlock-fs"], "import os; os.listdir('/')"),
     _p("read_etc", "read /etc/hostname", ["landlock-fs"], "open('/etc/hostname').read()"),
     _p(
+        "proc_root_link",
+        "read /etc/hostname through its own /proc/<pid>/root link",
+        ["landlock-fs"],
+        "import os; open(f'/proc/{os.getpid()}/root/etc/hostname').read()",
+    ),
+    _p(
         "tcp_loopback",
         "open TCP to a loopback listener",
         ["seccomp", "landlock-net"],
