@@ -339,12 +339,15 @@ def _judge(program: Program, reply: dict[str, Any] | None, death: str) -> Verdic
     return Verdict(program, False, f"failed otherwise, not by a permission check: {text}", layers)
 
 
-def run_one(program: Program, params: dict[str, Any], *, timeout: float = 10.0) -> Verdict:
-    """``program`` in a fresh hardened worker (the default limits of a REPL session)."""
+def run_one(
+    program: Program, params: dict[str, Any], *, timeout: float = 10.0, start_method: str = "forkserver"
+) -> Verdict:
+    """``program`` in a fresh hardened worker (the default limits of a REPL session), forked by the
+    fork server or (``start_method="spawn"``) a fresh interpreter that hardens itself."""
     from .sandbox.spawn import start_worker
     from .sandbox.zygote import recv_frame, send_frame
 
-    handle = start_worker(Limits(), "forkserver", HOOK_ENTRY)
+    handle = start_worker(Limits(), start_method, HOOK_ENTRY)
     try:
         handle.sock.settimeout(timeout)
         visible = {k: v for k, v in params.items() if not k.startswith("_")}
@@ -362,10 +365,14 @@ def run_one(program: Program, params: dict[str, Any], *, timeout: float = 10.0) 
         handle.close()
 
 
-def run_programs(programs: Sequence[Program] = CORPUS, *, timeout: float = 10.0) -> list[Verdict]:
+def run_programs(
+    programs: Sequence[Program] = CORPUS, *, timeout: float = 10.0, start_method: str = "forkserver"
+) -> list[Verdict]:
     """Every program in its own hardened worker, inside one :func:`scene`."""
     with scene() as params:
-        verdicts = [run_one(program, params, timeout=timeout) for program in programs]
+        verdicts = [
+            run_one(program, params, timeout=timeout, start_method=start_method) for program in programs
+        ]
         if params["_received"]:  # bytes reached the listener: the TCP attempt got out
             verdicts = [
                 dataclasses.replace(v, stopped=False, how="the loopback listener received data")

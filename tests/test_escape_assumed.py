@@ -44,6 +44,14 @@ def test_every_program_is_stopped() -> None:
         assert set(verdict.program.layers) & set(verdict.layers), verdict.line()
 
 
+def test_a_spawned_worker_is_hardened_too() -> None:
+    """The "spawn" start method: a fresh interpreter that builds its own filter and rules."""
+    names = ["read_home_secret", "other_worker_files", "exec_shell", "fork", "tcp_loopback", "signal_parent"]
+    verdicts = run_programs([BY_NAME[name] for name in names], start_method="spawn")
+    assert all(v.stopped for v in verdicts), "\n".join(v.line() for v in verdicts)
+    assert all(set(v.layers) == set(hardening.available_layers()) for v in verdicts)
+
+
 def test_with_every_layer_off_every_program_gets_through(monkeypatch: pytest.MonkeyPatch) -> None:
     """The mutation check of the whole corpus: each attempt works when nothing stops it."""
     monkeypatch.setenv(hardening.DISABLE_ENV, "all")
