@@ -171,7 +171,7 @@ def test_a_layer_that_cannot_be_set_up_fails_closed() -> None:
     if pid == 0:  # pragma: no cover - the child
         code = 2
         try:
-            hardening._seccomp_module = lambda: None  # only in this child
+            hardening._seccomp_module = lambda: None  # type: ignore[assignment] # only in this child
             hardening._filter_program.cache_clear()
             hardening.harden(layers=("no_new_privs", "seccomp"))
             code = 1

@@ -137,14 +137,35 @@ def landlock_abi() -> int:
         return 0
 
 
+_LIBSECCOMP = "libseccomp.so.2"
+
+
+@functools.lru_cache(maxsize=1)
 def _seccomp_module() -> Any:
-    """``pyseccomp`` (libseccomp through ctypes), or None where it or libseccomp is missing."""
+    """``pyseccomp`` (libseccomp through ctypes), or None where it or libseccomp is missing.
+
+    pyseccomp looks its libraries up with ``ctypes.util.find_library``, which runs ``ldconfig``
+    (~45 ms, on the fork server's start path): when libseccomp's soname loads, the lookup is
+    answered with it (and libc with the process's own symbols) for the import's duration.
+    """
     if not sys.platform.startswith("linux"):
         return None
+    import ctypes.util
+
+    try:
+        ctypes.CDLL(_LIBSECCOMP)
+    except OSError:
+        known: dict[str, str | None] = {}  # not under its usual name: let pyseccomp search
+    else:
+        known = {"c": None, "seccomp": _LIBSECCOMP}
+    real = ctypes.util.find_library
+    ctypes.util.find_library = lambda name: known[name] if name in known else real(name)
     try:
         import pyseccomp
     except (ImportError, RuntimeError, OSError):  # RuntimeError: "Unable to find libseccomp"
         return None
+    finally:
+        ctypes.util.find_library = real
     return pyseccomp
 
 
