@@ -29,7 +29,6 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 from .config import Limits
-from .sandbox.hardening import available_layers
 
 __all__ = ["CORPUS", "Program", "Verdict", "parse_programs", "run_programs", "scene"]
 
@@ -381,8 +380,3 @@ def run_programs(
                 for v in verdicts
             ]
     return verdicts
-
-
-def host_layers() -> tuple[str, ...]:
-    """The layers a worker started now gets (re-exported for the command line)."""
-    return available_layers()
