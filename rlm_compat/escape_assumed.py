@@ -89,6 +89,12 @@ CORPUS: tuple[Program, ...] = (
     ),
     _p("list_root", "list /root", ["landlock-fs"], "import os; os.listdir('/root')"),
     _p(
+        "list_real_home",
+        "list the user's real home directory (~)",
+        ["landlock-fs"],
+        "import os; os.listdir(os.path.expanduser('~'))",
+    ),
+    _p(
         "list_home",
         "list the directory holding $HOME",
         ["landlock-fs"],
