@@ -174,20 +174,18 @@ def test_doctor_lists_the_layers(capsys: pytest.CaptureFixture[str], monkeypatch
 
 def test_a_layer_that_cannot_be_set_up_fails_closed() -> None:
     """The host promised seccomp, the worker cannot build it: harden() raises, the worker would exit."""
-    pid = os.fork()
-    if pid == 0:  # pragma: no cover - the child
-        code = 2
-        try:
-            hardening._seccomp_module = lambda: None  # type: ignore[assignment] # only in this child
-            hardening._filter_program.cache_clear()
-            hardening.harden(layers=("no_new_privs", "seccomp"))
-            code = 1
-        except hardening.HardeningError:
-            code = 7
-        finally:
-            os._exit(code)
-    _, status = os.waitpid(pid, 0)
-    assert os.waitstatus_to_exitcode(status) == 7
+    code = (
+        "import os\n"
+        "from rlm_compat.sandbox import hardening\n"
+        "hardening._seccomp_module = lambda: None\n"
+        "try:\n"
+        "    hardening.harden(layers=('no_new_privs', 'seccomp'))\n"
+        "except hardening.HardeningError:\n"
+        "    os._exit(7)\n"
+        "os._exit(1)\n"
+    )
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, timeout=60)
+    assert run.returncode == 7, run.stderr
 
 
 @pytest.mark.parametrize("off", ["", "all"])
