@@ -203,3 +203,20 @@ def test_a_repl_session_runs_with_every_layer_and_with_none(
         assert env["lines"] == ["a", "b", "c"]
     finally:
         repl.close()
+
+
+def test_a_worker_that_could_not_harden_says_so(tmp_path: os.PathLike[str]) -> None:
+    import socket
+
+    from rlm_compat.sandbox.spawn import WorkerHandle
+    from rlm_compat.sandbox.workerinit import EXIT_HARDENING_FAILED
+
+    process = subprocess.Popen([sys.executable, "-c", f"import os; os._exit({EXIT_HARDENING_FAILED})"])
+    process.wait()
+    mine, theirs = socket.socketpair()
+    theirs.close()
+    handle = WorkerHandle(process.pid, mine, os.path.join(os.fspath(tmp_path), "w"), process=process)
+    try:
+        assert "could not apply its OS hardening" in handle.exit_description()
+    finally:
+        handle.close()

@@ -46,7 +46,7 @@ from ..errors import ConfigurationError
 from . import launcher
 from .hardening import DISABLE_ENV
 from .rlimits import cap_address_space, cap_cpu, current_address_space
-from .workerinit import limits_to_json
+from .workerinit import EXIT_HARDENING_FAILED, limits_to_json
 from .zygote import ZygoteClient, ZygoteError, python_argv
 
 __all__ = [
@@ -299,7 +299,10 @@ class WorkerHandle:
             except ValueError:
                 name = str(number)
             return f"killed by signal {name}"
-        return f"exit status {os.waitstatus_to_exitcode(status)}"
+        code = os.waitstatus_to_exitcode(status)
+        if code == EXIT_HARDENING_FAILED:
+            return f"exit status {code}: it could not apply its OS hardening (see `rlm-compat doctor`)"
+        return f"exit status {code}"
 
     def close(self) -> None:
         """:meth:`kill`, then close the socket; idempotent."""
