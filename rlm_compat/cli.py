@@ -58,6 +58,9 @@ def build_parser() -> argparse.ArgumentParser:
     from .research.real_corpus_cli import register as register_real_corpus
 
     register_real_corpus(commands)
+    from .doctor_cli import register as register_doctor
+
+    register_doctor(commands)
     return parser
 
 

@@ -128,9 +128,9 @@ class WorkerResourceLimits:
 class ReplConfig:
     """How model code runs: profile, per-step timeout, output cap, isolation, limits.
 
-    ``isolation``: ``"process"`` runs each session in a killable worker process (the default of
-    profile ``fixed``); ``"inline"`` in the calling thread (the default of profiles with
-    ``inline_by_default``, such as ``upstream``). ``None`` means ``$RLM_COMPAT_ISOLATION`` or
+    ``isolation``: ``"process"`` runs each session in a killable, hardened worker process (the
+    default of both presets); ``"inline"`` in the calling thread (the default of a profile with
+    ``inline_by_default`` on). ``None`` means ``$RLM_COMPAT_ISOLATION`` or
     the profile's default; the stored value is always resolved. ``start_method``: how workers
     start — ``"forkserver"`` (a pre-warmed template process forks them; Linux and other POSIX
     systems with ``fork``) or ``"spawn"`` (a fresh interpreter each; slower, works everywhere).

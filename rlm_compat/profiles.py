@@ -2,8 +2,9 @@
 
 A :class:`Profile` is plain data handed to the parts that need it (sandbox policy, code preparation,
 output collection, the loop); nothing compares profile *names*. ``True`` means "behave like 2fb46cc"
-for that one observable behaviour, so ``Profile.upstream()`` has every switch on, ``Profile.fixed()``
-every switch off, and an ablation study flips one at a time::
+for that one observable behaviour, so ``Profile.upstream()`` has every switch on (but
+``inline_by_default``: see there), ``Profile.fixed()`` every switch off, and an ablation study flips
+one at a time::
 
     Profile.upstream().replace(separate_scopes=False)
 
@@ -20,7 +21,7 @@ from typing import Any
 
 from .errors import ConfigurationError
 
-__all__ = ["DEFAULT_PROFILE_ENV", "QUIRKS", "Profile", "resolve_profile"]
+__all__ = ["DEFAULT_PROFILE_ENV", "QUIRKS", "UPSTREAM_OFF", "Profile", "resolve_profile"]
 
 DEFAULT_PROFILE_ENV = "RLM_COMPAT_PROFILE"
 
@@ -84,7 +85,11 @@ class Profile:
     # --- where code runs ------------------------------------------------------------------------
     inline_by_default: bool = False
     """Model code runs in the calling process unless ``isolation="process"`` is asked for (2fb46cc
-    ran it inline); off: each session runs in a killable worker process unless ``isolation="inline"``."""
+    ran it inline); off: each session runs in a killable, hardened worker process unless
+    ``isolation="inline"``. Off in ``upstream`` too: inline, one C call (a catastrophic regex) hangs
+    the host and nothing but RestrictedPython stands between model code and the host, a security
+    hole never reproduced. On for fidelity and ablation studies (``fixed-with:inline_by_default``,
+    ``Profile.upstream().replace(inline_by_default=True)``)."""
 
     # --- loop -----------------------------------------------------------------------------------
     final_before_exec: bool = False
@@ -102,8 +107,9 @@ class Profile:
 
     @classmethod
     def upstream(cls) -> Profile:
-        """2fb46cc's observable behaviour on the running Python (security holes excepted)."""
-        return cls(name="upstream", **{q: True for q in QUIRKS})
+        """2fb46cc's observable behaviour on the running Python (security holes excepted: its code
+        runs in a hardened worker, as in ``fixed``, not in the calling process as 2fb46cc's did)."""
+        return cls(name="upstream", **{q: q not in UPSTREAM_OFF for q in QUIRKS})
 
     @classmethod
     def named(cls, name: str) -> Profile:
@@ -156,6 +162,9 @@ class Profile:
 
 
 QUIRKS: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(Profile) if f.name != "name")
+UPSTREAM_OFF = frozenset({"inline_by_default"})
+"""2fb46cc's switches the ``upstream`` preset leaves off: where code runs is a security boundary,
+never reproduced (on for fidelity studies by ``replace`` or ``fixed-with:``)."""
 
 
 def resolve_profile(profile: str | Profile | None) -> Profile:

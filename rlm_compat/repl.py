@@ -3,8 +3,8 @@
 ``REPLExecutor(timeout, max_output_chars).execute(code, env)`` keeps upstream's signature,
 return strings and ``REPLError``. It is a thin facade: it builds one
 :class:`~rlm_compat.config.ReplConfig` and hands every step to the runner that config asks for
-(:mod:`rlm_compat.sandbox.runner`): a killable worker process per executor by default in
-profile ``fixed``, the calling thread in profile ``upstream`` or with ``isolation="inline"``.
+(:mod:`rlm_compat.sandbox.runner`): a killable, hardened worker process per executor by default
+in both profiles, the calling thread with ``isolation="inline"`` (or switch ``inline_by_default``).
 """
 
 from __future__ import annotations

@@ -7,21 +7,22 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from rlm_compat import ConfigurationError, Profile
-from rlm_compat.profiles import QUIRKS, resolve_profile
+from rlm_compat.profiles import QUIRKS, UPSTREAM_OFF, resolve_profile
 
 
 def test_presets_are_all_off_and_all_on() -> None:
     assert not any(Profile.fixed().quirks().values())
-    assert all(Profile.upstream().quirks().values())
-    assert list(Profile.upstream().enabled()) == list(QUIRKS)
+    assert list(Profile.upstream().enabled()) == [q for q in QUIRKS if q not in UPSTREAM_OFF]
+    assert set(UPSTREAM_OFF) == {"inline_by_default"}  # code runs in the hardened worker in upstream too
 
 
 @given(st.sampled_from(QUIRKS))
 def test_single_switch_ablation(switch: str) -> None:
     ablated = Profile.upstream().replace(**{switch: False})
-    assert [q for q in QUIRKS if not getattr(ablated, q)] == [switch]
-    assert ablated.name == f"upstream[{switch}=off]"
-    assert Profile.upstream().replace(**{switch: True}).name == "upstream"
+    assert {q for q in QUIRKS if not getattr(ablated, q)} == {switch} | UPSTREAM_OFF
+    assert ablated.name == ("upstream" if switch in UPSTREAM_OFF else f"upstream[{switch}=off]")
+    on = "upstream" if switch not in UPSTREAM_OFF else f"upstream[{switch}=on]"
+    assert Profile.upstream().replace(**{switch: True}).name == on
 
 
 def test_unknown_switch_is_typed() -> None:
@@ -51,14 +52,14 @@ def test_profiles_are_frozen() -> None:
 def test_ablation_specs_turn_one_switch(switch: str) -> None:
     without = Profile.named(f"upstream-without:{switch}")
     assert without.name == f"upstream-without:{switch}"
-    assert set(without.enabled()) == set(QUIRKS) - {switch}
+    assert set(without.enabled()) == set(QUIRKS) - UPSTREAM_OFF - {switch}
     with_one = resolve_profile(f"fixed-with:{switch}")
     assert list(with_one.enabled()) == [switch]
 
 
 def test_ablation_spec_with_two_switches_and_bad_specs() -> None:
     a, b = QUIRKS[:2]
-    assert set(Profile.named(f"upstream-without:{a}, {b}").enabled()) == set(QUIRKS) - {a, b}
+    assert set(Profile.named(f"upstream-without:{a}, {b}").enabled()) == set(QUIRKS) - UPSTREAM_OFF - {a, b}
     for bad in ("upstream-without:", "upstream-without:nope", "fixed-with:x,y", "other:thing"):
         with pytest.raises(ConfigurationError, match=r"switch|unknown profile"):
             Profile.named(bad)

@@ -55,7 +55,8 @@ def test_defaults_and_repr_match_upstream_signature(monkeypatch: pytest.MonkeyPa
     monkeypatch.delenv("RLM_COMPAT_ISOLATION", raising=False)
     ex = REPLExecutor()
     assert (ex.timeout, ex.max_output_chars, ex.isolation) == (5, 2000, "process")
-    assert REPLExecutor(profile="upstream").isolation == "inline"
+    assert REPLExecutor(profile="upstream").isolation == "process"  # hardened worker in every profile
+    assert REPLExecutor(profile=Profile.upstream().replace(inline_by_default=True)).isolation == "inline"
     monkeypatch.setenv("RLM_COMPAT_ISOLATION", "inline")
     assert REPLExecutor().isolation == "inline"
     monkeypatch.setenv("RLM_COMPAT_ISOLATION", "process")

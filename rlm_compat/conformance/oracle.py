@@ -203,7 +203,7 @@ class Restriction:
     pythons: tuple[str, ...] = ()
 
     def covers(self, case_id: str, python: str) -> bool:
-        if self.pythons and python not in self.pythons:
+        if self.pythons and not any(_python_matches(spec, python) for spec in self.pythons):
             return False
         return any(fnmatch.fnmatchcase(case_id, pattern) for pattern in self.cases)
 
@@ -224,6 +224,19 @@ class Restriction:
             return "output" in step and _search(expected["output"], step["output"])
         return _search(expected["env"], json.dumps(step.get("env"), sort_keys=True))
 
+
+def _python_matches(spec: str, python: str) -> bool:
+    """``"3.12"``: that line; ``"3.12<3.12.9"``: that line while the running interpreter (the one
+    profile fixed runs on) is older than 3.12.9 — for a restriction a later release makes moot."""
+    line, _, below = spec.partition("<")
+    if line != python:
+        return False
+    if not below:
+        return True
+    return tuple(sys.version_info[:3]) < tuple(int(part) for part in below.split("."))
+
+
+_PYTHON_SPEC = re.compile(r"^3\.\d+(<3\.\d+\.\d+)?$")
 
 _RESTRICTION_KEYS = {"cases", "reason", "why", "expected", "pythons"}
 _EXPECTED_FORMS = ({"type", "message"}, {"output"}, {"env"})
@@ -266,7 +279,12 @@ def load_restrictions(path: Path | None = None) -> list[Restriction]:
                 compiled[key] = str(text) if key == "type" else re.compile(str(text))
             except re.error as exc:
                 raise OracleError(f"{where}: bad {key} pattern: {exc}") from None
-        out.append(Restriction(tuple(cases), entry["reason"], why, compiled, tuple(entry.get("pythons", ()))))
+        pythons = entry.get("pythons", [])
+        if not isinstance(pythons, list) or not all(
+            isinstance(p, str) and _PYTHON_SPEC.match(p) for p in pythons
+        ):
+            raise OracleError(f'{where}: pythons must be a list of "3.N" or "3.N<3.N.M"')
+        out.append(Restriction(tuple(cases), entry["reason"], why, compiled, tuple(pythons)))
     return out
 
 

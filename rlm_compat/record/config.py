@@ -1,7 +1,8 @@
 """What the record says about a run's settings and messages, without secrets or bulk.
 
 ``run_config`` is the ``config`` of the run-start event and the result objects: the RLM's public
-settings, never ``api_key`` nor any model argument whose name suggests a credential.
+settings, never ``api_key`` nor any model argument whose name suggests a credential, and the
+OS-level hardening layers its REPL workers run under (``hardening``; empty inline).
 ``messages_digest`` names a message list by content, so a trajectory can carry the digest of what
 was sent instead of repeating every earlier message at every call.
 """
@@ -36,6 +37,7 @@ def run_config(rlm: Any) -> dict[str, Any]:
         "api": rlm.api.name,
         "prompt_version": rlm.prompt_version or rlm.api.prompt_version,
         "isolation": str(rlm.repl_config.isolation),
+        "hardening": _hardening(str(rlm.repl_config.isolation)),
         "repl_timeout": None if math.isinf(timeout) else timeout,
         "max_output_chars": rlm.repl_config.max_output_chars,
         "max_total_calls": rlm.max_total_calls,
@@ -55,6 +57,15 @@ def run_config(rlm: Any) -> dict[str, Any]:
             if not any(word in k.lower() for word in _SECRET_WORDS) and _jsonable(v)
         },
     }
+
+
+def _hardening(isolation: str) -> list[str]:
+    """The OS-level layers of the run's workers (none inline: model code runs in this process)."""
+    if isolation != "process":
+        return []
+    from ..sandbox.hardening import available_layers
+
+    return list(available_layers())
 
 
 def messages_digest(messages: Sequence[Message]) -> str:

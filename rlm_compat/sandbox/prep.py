@@ -33,6 +33,7 @@ from RestrictedPython.transformer import (
 )
 
 from ..profiles import Profile
+from .cpython_bugs import except_star_is_safe
 from .fences import describe_line, fenced_blocks, line_map, traceback_line
 from .guards import BLOCKED_ATTRIBUTES, CLASS_DUNDERS, REFUSED_DUNDERS, private_name_allowed
 from .warnguard import quiet_compile
@@ -368,6 +369,9 @@ class SandboxTransformer(RestrictingNodeTransformer):
     def visit_TryStar(self, node: Any) -> Any:
         if self.opts.rp_syntax_only:
             return self.generic_visit(node)
+        if not except_star_is_safe():
+            self.error(node, _except_star_refused())
+            return node
         return self.node_contents_visit(node)
 
     def visit_Subscript(self, node: ast.Subscript) -> Any:
@@ -429,6 +433,16 @@ _RP_INSPECT = frozenset(BLOCKED_ATTRIBUTES - {"mro"})
 
 _PATTERN_DUNDERS = frozenset({"__name__", "__qualname__", "__doc__", "__module__"})
 """Special names a class pattern may read (natively): descriptive strings only."""
+
+
+def _except_star_refused() -> str:
+    version = ".".join(map(str, sys.version_info[:3]))
+    return (
+        f"try/except* is not allowed in the sandbox on Python {version}: before CPython 3.12.9 / 3.13.2 "
+        "(gh-128049) except* has a type confusion that sandboxed code could use to escape (the cause of "
+        "CVE-2025-22153). Catch the group with `except ExceptionGroup as eg:` and look at eg.exceptions."
+    )
+
 
 _ASYNC_REFUSED = (
     "async def / await / async for / async with are not supported in the sandbox: no event loop "

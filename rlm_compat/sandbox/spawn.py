@@ -44,8 +44,9 @@ from ..config import START_METHODS, Limits
 from ..environments import LocalExecutionEnvironment
 from ..errors import ConfigurationError
 from . import launcher
+from .hardening import DISABLE_ENV
 from .rlimits import cap_address_space, cap_cpu, current_address_space
-from .workerinit import limits_to_json
+from .workerinit import EXIT_HARDENING_FAILED, limits_to_json
 from .zygote import ZygoteClient, ZygoteError, python_argv
 
 __all__ = [
@@ -70,7 +71,7 @@ DEFAULT_ENTRY = "rlm_compat.sandbox.worker:serve"
 DEFAULT_PRELOAD: tuple[str, ...] = ("rlm_compat.sandbox.worker",)
 """What the fork server imports before forking (a missing module is skipped); the module of the
 entry a fork server is first started for is added (see :func:`start_worker`)."""
-_PASSED_ENV = ("LITELLM_LOCAL_MODEL_COST_MAP",)
+_PASSED_ENV = ("LITELLM_LOCAL_MODEL_COST_MAP", DISABLE_ENV)
 
 
 def _remove_tree(path: str) -> None:
@@ -298,7 +299,10 @@ class WorkerHandle:
             except ValueError:
                 name = str(number)
             return f"killed by signal {name}"
-        return f"exit status {os.waitstatus_to_exitcode(status)}"
+        code = os.waitstatus_to_exitcode(status)
+        if code == EXIT_HARDENING_FAILED:
+            return f"exit status {code}: it could not apply its OS hardening (see `rlm-compat doctor`)"
+        return f"exit status {code}"
 
     def close(self) -> None:
         """:meth:`kill`, then close the socket; idempotent."""

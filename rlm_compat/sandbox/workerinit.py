@@ -4,7 +4,8 @@ Shared by both start methods, so a worker forked by the fork server (:mod:`.zygo
 started as a fresh interpreter (``"spawn"``) are indistinguishable to the entry: their own session,
 killed with their parent, no inherited descriptors but the channel (moved to fd 3), no terminal
 (0/1/2 are ``/dev/null``, so stray prints and warnings reach nobody), a private empty working
-directory, a filtered environment and the static resource limits.
+directory, a filtered environment, the static resource limits and the OS-level hardening of
+:mod:`.hardening` (Landlock, seccomp, ``no_new_privs``, not dumpable).
 """
 
 from __future__ import annotations
@@ -21,11 +22,13 @@ from collections.abc import Mapping
 from typing import NoReturn
 
 from ..config import Limits
+from .hardening import HardeningError, harden
 from .rlimits import apply_static
 
 __all__ = [
     "CHANNEL_FD",
     "EXIT_ENTRY_FAILED",
+    "EXIT_HARDENING_FAILED",
     "die_with_parent",
     "limits_to_json",
     "prepare",
@@ -35,6 +38,7 @@ __all__ = [
 
 CHANNEL_FD = 3
 EXIT_ENTRY_FAILED = 70
+EXIT_HARDENING_FAILED = 71
 _PR_SET_PDEATHSIG = 1
 
 
@@ -106,6 +110,12 @@ def prepare(
     # limit CPython's unchecked short write would leave a truncated .pyc for every later import.
     sys.dont_write_bytecode = True
     apply_static(limits)
+    # The OS-level layers (see .hardening): last, after the descriptors, directory, environment and
+    # limits are set and before the entry (model code) runs. Fail closed.
+    try:
+        harden(workdir=os.getcwd(), writable=limits.file_size_bytes != 0)
+    except HardeningError:
+        os._exit(EXIT_HARDENING_FAILED)
     channel = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM, 0, CHANNEL_FD)
     channel.setblocking(True)
     return channel

@@ -33,6 +33,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from ..config import Limits
+from . import hardening
 from .workerinit import EXIT_ENTRY_FAILED, die_with_parent, prepare, run_entry
 
 __all__ = [
@@ -231,6 +232,7 @@ def serve(ctrl_fd: int, parent_pid: int, preload: Sequence[str]) -> NoReturn:
             loaded.append(name)
         except Exception:
             pass
+    hardening.prewarm()  # what workers may read, and their system-call filter: made once
     gc.freeze()  # the template's objects stay shared: fewer copy-on-write faults in workers
     gc.enable()  # python_argv switched it off: imports run faster without collections
     ctrl = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM, 0, ctrl_fd)

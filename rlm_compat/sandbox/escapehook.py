@@ -1,0 +1,47 @@
+"""For security testing only: run *plain, unrestricted* Python inside a hardened worker.
+
+This is the worker entry (``rlm_compat.sandbox.escapehook:serve``) of the escape-assumed tests:
+it behaves as if model code had already escaped RestrictedPython, so what stops a program here is
+the OS-level hardening alone (:mod:`.hardening`, applied by :func:`.workerinit.prepare` before any
+entry runs, exactly as for the REPL worker). It is never reachable from model code: a worker's
+entry is chosen by the host when it asks the fork server for a worker (the REPL worker's entry is
+fixed), model code cannot talk to the fork server, and nothing in the REPL worker imports this
+module. The host side is :mod:`rlm_compat.escape_assumed`.
+
+Protocol (framed JSON, :func:`.zygote.send_frame`): one request ``{"code", "params"}``; the
+program runs with the global ``PARAMS`` (what the host set up: ports, paths, pids); one reply,
+``{"outcome": "completed" | "raised", "type", "message", "errno", "layers"}``; then the worker
+exits. One program per worker, so a program's damage never reaches the next.
+"""
+
+from __future__ import annotations
+
+import socket
+from typing import Any
+
+from .hardening import active_layers
+from .zygote import recv_frame, send_frame
+
+__all__ = ["serve"]
+
+
+def serve(sock: socket.socket) -> None:
+    """Run one program and report how it ended."""
+    try:
+        request, _ = recv_frame(sock)
+    except EOFError:
+        return
+    reply: dict[str, Any] = {"layers": list(active_layers())}
+    try:
+        code = compile(str(request["code"]), "<escape-assumed>", "exec")
+        exec(code, {"__name__": "__escape_assumed__", "PARAMS": dict(request.get("params") or {})})
+    except BaseException as exc:
+        reply.update(
+            outcome="raised",
+            type=type(exc).__name__,
+            message=str(exc)[:500],
+            errno=getattr(exc, "errno", None),
+        )
+    else:
+        reply["outcome"] = "completed"
+    send_frame(sock, reply)
