@@ -24,6 +24,14 @@ class Grade:
     reason: str
     grader: str
     grader_version: str
+    score: float | None = None
+    """A graded score in [0, 1] where the grader gives partial credit (the paper's OOLONG and
+    OOLONG-Pairs metrics); None for pass/fail graders, whose score is 1 or 0."""
+
+    @property
+    def value(self) -> float:
+        """The score, or 1.0 / 0.0 from ``passed`` for a pass/fail grader."""
+        return self.score if self.score is not None else float(self.passed)
 
 
 @runtime_checkable
