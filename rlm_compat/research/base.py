@@ -90,7 +90,8 @@ class Suite(Protocol):
 @dataclasses.dataclass(frozen=True)
 class RunSpec:
     """One cell of a grid. ``config`` is a profile spec such as ``fixed``, ``upstream``,
-    ``upstream-without:separate_scopes`` or ``fixed-with:imports_refused``; ``model`` is
+    ``upstream-without:separate_scopes`` or ``fixed-with:imports_refused``, or an implementation
+    (``impl:ysz-2fb46cc``, :mod:`~rlm_compat.research.impls`); ``model`` is
     ``scripted`` (the task's deterministic policy) or a litellm model name."""
 
     suite: str
@@ -123,6 +124,10 @@ class RunRecord:
     error: str | None = None
     trajectory: str | None = None
     """Path of the run's trajectory, relative to the grid's output directory."""
+    cost_usd: float | None = None
+    """The cost the implementation reported (None: not priced, as for the scripted endpoint)."""
+    logs: str | None = None
+    """Directory of the implementation's raw logs, relative to the grid's output directory."""
 
     def to_json(self) -> dict[str, Any]:
         data = dataclasses.asdict(self)

@@ -39,6 +39,7 @@ from ..conformance.protocol import DRIVER_PATH, driver_environment
 from ..errors import ConfigurationError
 
 __all__ = [
+    "CANNOT_START",
     "IMPL_PREFIX",
     "IMPLEMENTATIONS",
     "GridImplementation",
@@ -51,6 +52,10 @@ __all__ = [
 
 IMPL_PREFIX = "impl:"
 """A grid config naming an implementation instead of a profile: ``impl:ysz-2fb46cc``."""
+
+CANNOT_START = "CannotStart"
+"""The ``error_type`` of a run whose implementation never completed the handshake: the
+implementation the user named cannot start, which ``rlm-compat compare`` turns into exit 1."""
 
 _HELLO_LIMIT = 120.0  # seconds: a peer's first import of litellm alone can take 10 s on a busy machine
 
@@ -249,7 +254,7 @@ def run_driver_task(
     try:
         argv = impl.argv()
     except ConfigurationError as exc:
-        return TaskOutcome(None, error_type="ConfigurationError", error=str(exc))
+        return TaskOutcome(None, error_type=CANNOT_START, error=f"ConfigurationError: {exc}")
     with (log_dir / "stderr.log").open("w", encoding="utf-8") as stderr:
         try:
             proc = subprocess.Popen(
@@ -265,7 +270,7 @@ def run_driver_task(
                 start_new_session=True,
             )
         except OSError as exc:
-            return TaskOutcome(None, error_type="CannotStart", error=f"cannot start {argv[0]}: {exc}")
+            return TaskOutcome(None, error_type=CANNOT_START, error=f"cannot start {argv[0]}: {exc}")
         try:
             return _converse(proc, impl, query, context_file, model, api_base, api_key, max_iterations, time_limit, log_dir)
         finally:
@@ -306,6 +311,9 @@ def _converse(
                 f"hello reply {json.dumps(greeting)[:300]}: it must be a hello speaking protocol "
                 f"{TASK_PROTOCOL_VERSION} (docs/protocol.md)",
             )
+    except _Failure as failure:
+        return TaskOutcome(None, error_type=CANNOT_START, error=f"{failure.kind}: {failure.message}")
+    try:
         started = time.monotonic()
         _send(proc, task)
         result = lines.next(time_limit, f"a task-result within {time_limit:g} s", log_dir, hang=True)
