@@ -74,6 +74,14 @@ def register(commands: Any) -> None:
         "or any NAME=COMMAND speaking protocol 2 (docs/protocol.md)",
     )
     p.add_argument(
+        "--impl-path",
+        action="append",
+        default=[],
+        metavar="NAME=DIR",
+        help="put DIR first on implementation NAME's sys.path (e.g. a pip --target install run by "
+        "NAME=PYTHON; its dependencies must be importable there) (repeatable)",
+    )
+    p.add_argument(
         "--setup",
         action="store_true",
         help="create throwaway venvs for --impl peers given without an interpreter (pip from PyPI; "
@@ -173,14 +181,23 @@ def _compare(args: argparse.Namespace) -> int:
 
 def _implementations(args: argparse.Namespace) -> list[Any]:
     """The --impl entries, set up by --setup where asked (venvs under --setup-dir or a temp dir)."""
+    import dataclasses
     import tempfile
 
+    from ..errors import ConfigurationError
     from .impls import parse_grid_impl, setup_implementations
 
     if not args.impl:
         return []
     checkout = args.upstream or (Path(os.environ[UPSTREAM_ENV]) if os.environ.get(UPSTREAM_ENV) else None)
     impls = [parse_grid_impl(spec, checkout=checkout) for spec in args.impl]
+    extra: dict[str, list[str]] = {}
+    for item in args.impl_path:
+        name, sep, directory = item.partition("=")
+        if not sep or not directory or name not in {impl.name for impl in impls}:
+            raise ConfigurationError(f"--impl-path {item!r}: give NAME=DIR for an --impl NAME")
+        extra.setdefault(name, []).append(directory)
+    impls = [dataclasses.replace(i, paths=(*extra.get(i.name, ()), *i.paths)) for i in impls]
     if not args.setup:
         return impls
     directory = args.setup_dir

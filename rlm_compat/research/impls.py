@@ -271,10 +271,14 @@ def run_driver_task(
             )
         except OSError as exc:
             return TaskOutcome(None, error_type=CANNOT_START, error=f"cannot start {argv[0]}: {exc}")
+        outcome = TaskOutcome(None, error_type="Crash", error="the runner failed")
         try:
-            return _converse(proc, impl, query, context_file, model, api_base, api_key, max_iterations, time_limit, log_dir)
+            outcome = _converse(
+                proc, impl, query, context_file, model, api_base, api_key, max_iterations, time_limit, log_dir
+            )
+            return outcome
         finally:
-            _stop(proc)
+            _stop(proc, patient=outcome.error_type is None)
 
 
 def _converse(
@@ -405,9 +409,10 @@ def _send(proc: subprocess.Popen[str], message: dict[str, Any]) -> None:
         pass  # it died: the next read says how
 
 
-def _stop(proc: subprocess.Popen[str]) -> None:
-    """``bye``, a moment to exit, then the whole process group is killed."""
-    if proc.poll() is None:
+def _stop(proc: subprocess.Popen[str], *, patient: bool) -> None:
+    """``bye`` and (``patient``: after a result) a moment to exit, then the whole process group
+    is killed (a hung or broken one at once)."""
+    if patient and proc.poll() is None:
         _send(proc, {"type": "bye"})
         try:
             proc.wait(timeout=3)
