@@ -30,7 +30,7 @@ from rlm_compat.research.tasks import GeneratedTask
 from rlm_compat.view.compare import write_compare
 
 MINI = textwrap.dedent(
-    '''
+    """
     import contextlib, io, json, re, sys, time, urllib.request
 
     mode = sys.argv[1]
@@ -83,7 +83,7 @@ MINI = textwrap.dedent(
             send({"type": "task-result", "id": message["id"], "answer": answer, "iterations": turns})
         else:
             break
-    '''
+    """
 )
 
 
@@ -118,7 +118,10 @@ def test_implementations_are_grid_columns_and_their_failures_are_graded(
     assert {(r.error_type, r.grade.passed) for r in runs["impl:hang"]} == {("Hang", False)}
     summary = (out / "summary.md").read_text(encoding="utf-8")
     assert "| `impl:ok` | 3 | 100.0 % |" in summary and "## Scores and cost" in summary
-    assert json.loads((out / "summary.json").read_text())["charts"] == ["pass_rate.png", "cost_iterations.png"]
+    assert json.loads((out / "summary.json").read_text())["charts"] == [
+        "pass_rate.png",
+        "cost_iterations.png",
+    ]
     report = tmp_path / "report.html"
     write_compare(out, report)
     html = report.read_text(encoding="utf-8")
@@ -202,7 +205,10 @@ def oolong_smoke() -> TaskSuite:
 @pytest.mark.skipif(not PEERS, reason="set RLM_COMPAT_IMPL_TESTS=1 (CI does, on the default Python)")
 def test_the_peers_run_the_paper_smoke_suite_end_to_end(tmp_path: Path) -> None:
     checkout = os.environ.get("RLM_COMPAT_UPSTREAM")
-    _need(bool(checkout) and (Path(str(checkout)) / "src" / "rlm").is_dir(), "RLM_COMPAT_UPSTREAM is no checkout")
+    _need(
+        bool(checkout) and (Path(str(checkout)) / "src" / "rlm").is_dir(),
+        "RLM_COMPAT_UPSTREAM is no checkout",
+    )
     rl050, rlms = _target(tmp_path, "recursive-llm==0.5.0"), _target(tmp_path, "rlms==0.1.3")
     out = tmp_path / "grid"
     python = sys.executable

@@ -15,9 +15,16 @@ from hypothesis import strategies as st
 from rlm_compat import ConfigurationError
 from rlm_compat.research.base import Grader, Suite, TaskInstance, TaskSpec
 from rlm_compat.research.corpus import FILLER_WORDS, assemble, derive_rng, filler, number_words, sha256_text
-from rlm_compat.research.graders import ExactInteger, ExactText, NumericScore, PairsF1, normalise_answer, parse_pairs
-from rlm_compat.research.suites import OUR_KINDS, PAPER_KINDS, SUITES, load_suite
+from rlm_compat.research.graders import (
+    ExactInteger,
+    ExactText,
+    NumericScore,
+    PairsF1,
+    normalise_answer,
+    parse_pairs,
+)
 from rlm_compat.research.paper_tasks import LABELS, PAPER_SIZES
+from rlm_compat.research.suites import OUR_KINDS, PAPER_KINDS, SUITES, load_suite
 from rlm_compat.research.tasks import KINDS, MIN_SIZE, SIZES, GeneratedTask, _build, task_from_id
 
 KIND_NAMES = sorted(KINDS)
@@ -382,7 +389,12 @@ def test_pairs_f1_scores_listed_pairs_in_either_order(
 ) -> None:
     kept = sorted(expected)[:keep]
     listed = [(b, a) if i % 2 else (a, b) for i, (a, b) in enumerate(kept + sorted(extra))]
-    answer = "Pairs:\n" + "\n".join(f"({a},{b})" for a, b in listed) + "\n" + (f"({kept[0][1]}, {kept[0][0]})" if kept else "")
+    answer = (
+        "Pairs:\n"
+        + "\n".join(f"({a},{b})" for a, b in listed)
+        + "\n"
+        + (f"({kept[0][1]}, {kept[0][0]})" if kept else "")
+    )
     grade = PairsF1(frozenset(expected)).grade(answer)
     right = len(kept)
     if right == 0:

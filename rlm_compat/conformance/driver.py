@@ -286,7 +286,9 @@ class Backend:
         raise NotImplementedError(f"{self.implementation} has no task entry point in this driver")
 
 
-def task_outcome(answer: Any, stats: Mapping[str, Any], *, iterations_key: str = "iterations") -> dict[str, Any]:
+def task_outcome(
+    answer: Any, stats: Mapping[str, Any], *, iterations_key: str = "iterations"
+) -> dict[str, Any]:
     """The ``task-result`` fields from an answer and an implementation's own stats mapping."""
 
     def number(key: str) -> Any:
@@ -427,7 +429,9 @@ class RlmsBackend(_ImportedBackend):
         core = importlib.import_module("rlm")
         logger_module = importlib.import_module("rlm.logger")
         model = str(task["model"])
-        kwargs: dict[str, Any] = {"model_name": model.split("/", 1)[1] if model.startswith("openai/") else model}
+        kwargs: dict[str, Any] = {
+            "model_name": model.split("/", 1)[1] if model.startswith("openai/") else model
+        }
         if task.get("api_base"):
             kwargs["base_url"] = task["api_base"]
         if task.get("api_key"):
@@ -707,7 +711,8 @@ class Driver:
         if kind == "task":
             if self.protocol < TASK_PROTOCOL_VERSION:
                 raise ProtocolViolation(
-                    f"a task message needs protocol {TASK_PROTOCOL_VERSION}; the hello asked for {self.protocol}"
+                    f"a task message needs protocol {TASK_PROTOCOL_VERSION}; "
+                    f"the hello asked for {self.protocol}"
                 )
             return self._task(message)
         if kind == "bye":

@@ -102,7 +102,11 @@ def register(commands: Any) -> None:
         help="ysz/recursive-llm checkout at 2fb46cc for ysz-2fb46cc (default $RLM_COMPAT_UPSTREAM)",
     )
     p.add_argument(
-        "--upstream-bundle", type=Path, default=None, metavar="FILE", help="git bundle of ysz/recursive-llm for --setup"
+        "--upstream-bundle",
+        type=Path,
+        default=None,
+        metavar="FILE",
+        help="git bundle of ysz/recursive-llm for --setup",
     )
     p.add_argument(
         "--time-limit",
@@ -125,7 +129,11 @@ def _compare(args: argparse.Namespace) -> int:
     from .registry import resolve_policy, resolve_suite
 
     impls = _implementations(args)
-    configs = expand_configs(args.config, ablation=args.ablation) if args.config or args.ablation or not impls else []
+    configs = (
+        expand_configs(args.config, ablation=args.ablation)
+        if args.config or args.ablation or not impls
+        else []
+    )
     configs += [impl_config(impl.name) for impl in impls]
     if len({impl.name for impl in impls}) != len(impls):
         raise ConfigurationError("an --impl NAME is given twice: each implementation is one column")

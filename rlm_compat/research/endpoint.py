@@ -20,7 +20,7 @@ from ..testing import ScriptedChatServer
 from .base import TaskInstance
 from .policies import policy_for
 
-__all__ = ["PolicyEndpoint", "SCRIPTED_ENDPOINT_MODEL"]
+__all__ = ["SCRIPTED_ENDPOINT_MODEL", "PolicyEndpoint"]
 
 SCRIPTED_ENDPOINT_MODEL = "openai/scripted"
 """The litellm model name implementations are given for the scripted endpoint."""

@@ -264,7 +264,9 @@ async def run_impl_cell(job: GridJob, spec: RunSpec, trajectory_dir: Path | None
     task = await asyncio.to_thread(job.task, spec.task_id)
     scripted = spec.model == SCRIPTED
     with contextlib.ExitStack() as stack:
-        scratch = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="rlm-impl-", dir=trajectory_dir)))
+        scratch = Path(
+            stack.enter_context(tempfile.TemporaryDirectory(prefix="rlm-impl-", dir=trajectory_dir))
+        )
         endpoint = stack.enter_context(PolicyEndpoint(task, variant=spec.run_index)) if scripted else None
         model = SCRIPTED_ENDPOINT_MODEL if scripted else spec.model
         api_base = endpoint.base_url if endpoint is not None else job.api_base

@@ -40,8 +40,8 @@ from ..errors import ConfigurationError
 
 __all__ = [
     "CANNOT_START",
-    "IMPL_PREFIX",
     "IMPLEMENTATIONS",
+    "IMPL_PREFIX",
     "GridImplementation",
     "TaskOutcome",
     "impl_config",
@@ -109,7 +109,9 @@ class GridImplementation:
 IMPLEMENTATIONS: dict[str, GridImplementation] = {
     entry.name: entry
     for entry in (
-        GridImplementation("rlm_compat", "rlm_compat, profile fixed (in process, through litellm)", "in-process"),
+        GridImplementation(
+            "rlm_compat", "rlm_compat, profile fixed (in process, through litellm)", "in-process"
+        ),
         GridImplementation(
             "ysz-2fb46cc",
             "ysz/recursive-llm at 2fb46cc (a checkout), RLM.completion",
@@ -150,7 +152,9 @@ def parse_grid_impl(spec: str, *, checkout: Path | None = None) -> GridImplement
     ``NAME=COMMAND`` (anything else, speaking protocol 2)."""
     name, sep, value = (part.strip() for part in spec.partition("="))
     if not name or not all(c.isalnum() or c in "._-" for c in name):
-        raise ConfigurationError(f"--impl {spec!r}: give NAME[=PYTHON|=COMMAND], NAME of letters, digits, . _ -")
+        raise ConfigurationError(
+            f"--impl {spec!r}: give NAME[=PYTHON|=COMMAND], NAME of letters, digits, . _ -"
+        )
     entry = IMPLEMENTATIONS.get(name)
     if entry is None:
         if not sep or not value:
@@ -180,7 +184,7 @@ def setup_implementations(
     has no interpreter yet, and a clone of ``bundle`` at 2fb46cc for ysz-2fb46cc without a checkout."""
     out = []
     for impl in impls:
-        if impl.start != "driver" or impl.python is not None and (impl.paths or not impl.needs_checkout):
+        if impl.start != "driver" or (impl.python is not None and (impl.paths or not impl.needs_checkout)):
             out.append(impl)
             continue
         if impl.python is None:
@@ -334,7 +338,9 @@ def _converse(
         value = result.get(key)
         return value if isinstance(value, (int, float)) and not isinstance(value, bool) else None
 
-    info = {k: greeting.get(k) for k in ("implementation", "version", "python") if k in greeting}
+    info: dict[str, Any] = {
+        k: greeting.get(k) for k in ("implementation", "version", "python") if k in greeting
+    }
     info["seconds"] = round(time.monotonic() - started, 6)
     return TaskOutcome(
         answer=answer if isinstance(answer, str) else None,
@@ -382,7 +388,9 @@ class _Lines:
             line = self.lines.pop(0)
         if line is None:
             code = self.proc.wait()
-            raise _Failure("Crash", f"the driver exited with status {code} before {what}; stderr: {_tail(log_dir)}")
+            raise _Failure(
+                "Crash", f"the driver exited with status {code} before {what}; stderr: {_tail(log_dir)}"
+            )
         try:
             message = json.loads(line)
         except ValueError:

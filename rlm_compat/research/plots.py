@@ -130,7 +130,10 @@ def cost_chart(summary: dict[str, Any], path: Path) -> None:
     panels = [
         ("mean_iterations", "mean iterations"),
         ("mean_calls", "mean model calls"),
-        ("mean_cost_usd" if priced else "mean_tokens", "mean cost (USD)" if priced else "mean tokens (unpriced)"),
+        (
+            "mean_cost_usd" if priced else "mean_tokens",
+            "mean cost (USD)" if priced else "mean tokens (unpriced)",
+        ),
     ]
     groups = max(1, len(sizes))
     width = 0.8 / groups

@@ -389,7 +389,9 @@ class CombinePolicy(ScriptedPolicy):
 
 
 # --- paper-style kinds (sniah, oolong, pairs): code over the whole context -------------------
-_RECORD = r'r"^Date: ([0-9]{4}-[0-9]{2})-[0-9]{2} [|][|] User: ([0-9]+) [|][|] Instance: .*? [|][|] Label: (.+)$"'
+_RECORD = (
+    r'r"^Date: ([0-9]{4}-[0-9]{2})-[0-9]{2} [|][|] User: ([0-9]+) [|][|] Instance: .*? [|][|] Label: (.+)$"'
+)
 
 
 class _SniahAgent:
@@ -483,7 +485,6 @@ class _PairsAgent:
         self.label = label
 
     def decide(self, state: PolicyState, conversation: Conversation) -> Move | None:
-        avoid = state.avoid
         peek = _peek(state)
         if peek is not None:
             return peek

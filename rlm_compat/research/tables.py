@@ -38,7 +38,9 @@ def _figures(records: Sequence[RunRecord]) -> dict[str, Any]:
         "mean_wall_seconds": round(fmean(r.wall_seconds for r in records), 6),
         "mean_score": round(fmean(r.grade.value for r in records), 6),
         "priced_runs": len(priced),
-        "mean_cost_usd": round(fmean(r.cost_usd for r in priced if r.cost_usd is not None), 8) if priced else None,
+        "mean_cost_usd": round(fmean(r.cost_usd for r in priced if r.cost_usd is not None), 8)
+        if priced
+        else None,
     }
 
 
@@ -140,9 +142,9 @@ def _signed(value: float, scale: float = 1.0, suffix: str = "", digits: int = 1)
 
 def _scored(summary: dict[str, Any]) -> bool:
     """Whether the grid has partial scores, costs or implementations (then a table shows them)."""
-    return any(row["priced_runs"] or str(row["config"]).startswith("impl:") for row in summary["cells"]) or any(
-        g.split("@")[0] in _SCORING_GRADERS for g in summary["graders"]
-    )
+    return any(
+        row["priced_runs"] or str(row["config"]).startswith("impl:") for row in summary["cells"]
+    ) or any(g.split("@")[0] in _SCORING_GRADERS for g in summary["graders"])
 
 
 def markdown(summary: dict[str, Any], charts: Sequence[str] = ()) -> str:
@@ -185,7 +187,8 @@ def markdown(summary: dict[str, Any], charts: Sequence[str] = ()) -> str:
             "Mean score: the graders' partial credit (OOLONG's 0.75^|y - y_hat|, OOLONG-Pairs' F1; "
             "1 or 0 for exact graders). Cost: as the implementation reported it, over priced runs.",
             "",
-            "| config | context | runs | pass rate | mean score | mean iterations | mean calls | mean cost $ | errors |",
+            "| config | context | runs | pass rate | mean score | mean iterations | mean calls "
+            "| mean cost $ | errors |",
             "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
         ]
         for row in summary["cells"]:
