@@ -19,11 +19,14 @@ import textwrap
 from pathlib import Path
 from typing import Any
 
+import jsonschema
 import pytest
 
 from rlm_compat.cli import main
 from rlm_compat.conformance.driver import Backend, Driver, ProtocolViolation
+from rlm_compat.conformance.protocol import SCHEMA_PATH
 from rlm_compat.research.base import RunRecord
+from rlm_compat.research.impls import hello_message, task_message
 from rlm_compat.research.paper_tasks import PAPER_SIZES
 from rlm_compat.research.suites import TaskSuite
 from rlm_compat.research.tasks import GeneratedTask
@@ -153,10 +156,25 @@ class _Echo(Backend):
         return {"answer": f"{task['query']}:{len(context)}", "iterations": 1}
 
 
+def _valid(definition: str, message: dict[str, Any]) -> None:
+    schema = json.loads(SCHEMA_PATH.read_text(encoding="utf-8"))
+    jsonschema.validate(message, {"$ref": f"#/$defs/{definition}", "$defs": schema["$defs"]})
+
+
 def test_protocol_2_adds_the_task_message_and_protocol_1_stays_as_it_was(tmp_path: Path) -> None:
     context = tmp_path / "context.txt"
     context.write_text("x" * 10, encoding="utf-8")
-    task = {"type": "task", "id": "t", "query": "q", "context_file": str(context), "model": "m"}
+    task = task_message(
+        query="q",
+        context_file=context,
+        model="m",
+        api_base=None,
+        api_key=None,
+        max_iterations=3,
+        log_dir=tmp_path,
+    )
+    _valid("runnerHello", hello_message(5.0))
+    _valid("taskMessage", task)
     v1 = Driver(_Echo(), fork=False)
     assert v1.handle({"type": "hello", "protocol": 1})["protocol"] == 1
     with pytest.raises(ProtocolViolation, match="needs protocol 2"):
@@ -165,6 +183,11 @@ def test_protocol_2_adds_the_task_message_and_protocol_1_stays_as_it_was(tmp_pat
     assert v2.handle({"type": "hello", "protocol": 2})["protocol"] == 2
     reply = v2.handle(task)
     assert reply is not None and reply["type"] == "task-result" and reply["answer"] == "q:10"
+    _valid("taskResult", reply)
+    broken = Driver(_Echo(), fork=False)
+    broken.handle({"type": "hello", "protocol": 2})
+    failed = broken.handle({**task, "context_file": str(tmp_path / "missing.txt")})
+    assert failed is not None and failed["answer"] is None and failed["error"]["type"] == "FileNotFoundError"
     with pytest.raises(ProtocolViolation, match="speaks 1 or 2"):
         Driver(_Echo(), fork=False).handle({"type": "hello", "protocol": 3})
 

@@ -756,10 +756,10 @@ class Driver:
             raise ProtocolViolation("a task message needs a string id and a string query")
         if not isinstance(message.get("context_file"), str) or not isinstance(message.get("model"), str):
             raise ProtocolViolation("a task message needs context_file (a path) and model (a name)")
-        context = Path(message["context_file"]).read_text(encoding="utf-8")
         reply: dict[str, Any] = {"type": "task-result", "id": message["id"]}
         started = time.monotonic()
         try:
+            context = Path(message["context_file"]).read_text(encoding="utf-8")
             outcome = self.backend.task(message, context)
         except Exception as exc:
             outcome = {"answer": None, "error": error_of(exc)}

@@ -44,10 +44,12 @@ __all__ = [
     "IMPL_PREFIX",
     "GridImplementation",
     "TaskOutcome",
+    "hello_message",
     "impl_config",
     "parse_grid_impl",
     "run_driver_task",
     "setup_implementations",
+    "task_message",
 ]
 
 IMPL_PREFIX = "impl:"
@@ -298,18 +300,16 @@ def _converse(
     log_dir: Path,
 ) -> TaskOutcome:
     lines = _Lines(proc)
-    hello = {"type": "hello", "protocol": TASK_PROTOCOL_VERSION}
-    task = {
-        "type": "task",
-        "id": "task",
-        "query": query,
-        "context_file": str(context_file),
-        "model": model,
-        "api_base": api_base,
-        "api_key": api_key,
-        "max_iterations": max_iterations,
-        "log_dir": str(log_dir),
-    }
+    hello = hello_message(time_limit)
+    task = task_message(
+        query=query,
+        context_file=context_file,
+        model=model,
+        api_base=api_base,
+        api_key=api_key,
+        max_iterations=max_iterations,
+        log_dir=log_dir,
+    )
     try:
         _send(proc, hello)
         greeting = lines.next(_HELLO_LIMIT, "the hello reply", log_dir)
@@ -353,6 +353,41 @@ def _converse(
         error=str(error.get("message", "")) if isinstance(error, dict) else None,
         info=info,
     )
+
+
+def hello_message(time_limit: float) -> dict[str, Any]:
+    """The runner's hello of protocol 2 (both limits: the task's time limit)."""
+    return {
+        "type": "hello",
+        "protocol": TASK_PROTOCOL_VERSION,
+        "step_limit": time_limit,
+        "case_limit": time_limit,
+    }
+
+
+def task_message(
+    *,
+    query: str,
+    context_file: Path,
+    model: str,
+    api_base: str | None,
+    api_key: str | None,
+    max_iterations: int,
+    log_dir: Path,
+    task_id: str = "task",
+) -> dict[str, Any]:
+    """Protocol 2's ``task`` message (docs/protocol.md; ``taskMessage`` in the schema)."""
+    return {
+        "type": "task",
+        "id": task_id,
+        "query": query,
+        "context_file": str(context_file),
+        "model": model,
+        "api_base": api_base,
+        "api_key": api_key,
+        "max_iterations": max_iterations,
+        "log_dir": str(log_dir),
+    }
 
 
 class _Failure(Exception):
