@@ -141,8 +141,9 @@ IMPLEMENTATIONS: dict[str, GridImplementation] = {
             "dspy.RLM (dspy 3.4), its interpreter a Deno + Pyodide sandbox",
             "unavailable",
             unavailable=(
-                "its Deno runner imports Deno's standard library from jsr.io (jsr:@std/...) when the "
-                "interpreter starts, and JSR is not reachable offline; see docs/research/tasks.md"
+                "dspy 3.4.1's Deno runner (dspy/primitives/runner.js) imports "
+                "https://deno.land/std@0.186.0/io/mod.ts (for readLines) when the interpreter starts, "
+                "and deno.land is not reachable offline; see docs/research/compare.md"
             ),
         ),
     )
