@@ -139,7 +139,8 @@ def test_implementations_are_grid_columns_and_their_failures_are_graded(
 def test_impl_names_and_unavailable_entries_get_clear_errors(capsys: pytest.CaptureFixture[str]) -> None:
     for spec, message in (
         ("nope", "unknown implementation 'nope'"),
-        ("dspy-rlm", "https://deno.land/std@0.186.0/io/mod.ts"),
+        ("dspy-rlm=/usr/bin/python3", "offline Deno + Pyodide runtime"),
+        ("rlms", "runs in its own venv"),
         ("bad name=x", "NAME of letters"),
     ):
         assert main(["compare", "--suite", "paper-smoke", "--out", "/nonexistent", "--impl", spec]) == 1

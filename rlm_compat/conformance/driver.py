@@ -489,6 +489,87 @@ class RlmsBackend(_ImportedBackend):
         )
 
 
+class DspyBackend(_ImportedBackend):
+    """dspy.RLM (dspy 3.4) for protocol 2's task message, its interpreter run offline.
+
+    ``paths[0]`` is a runtime directory made by ``rlm_compat.research.dspy_runtime`` (a Deno
+    binary from npm, a Deno cache holding ``npm:pyodide``, an import map sending dspy's one
+    deno.land import to a local ``readLines``): Deno runs with ``--cached-only``, so the sandbox
+    reaches no network. No conformance cases: its ``SUBMIT`` ending and typed signatures have no
+    recorded fixtures.
+    """
+
+    kinds: frozenset[str] = frozenset()
+    implementation = "dspy.RLM"
+
+    def __init__(self, paths: list[str], label: str) -> None:
+        super().__init__([], label)
+        self.runtime = Path(paths[0]) if paths else None
+
+    def info(self) -> dict[str, Any]:
+        return {
+            "implementation": self.implementation,
+            "version": _version("dspy"),
+            "sandbox": True,
+            "packages": {"dspy": _version("dspy")},
+            "files": {},
+        }
+
+    def _interpreter_factory(self) -> Callable[[], Any]:
+        interpreter = importlib.import_module("dspy.primitives.python_interpreter")
+        if self.runtime is None:
+            return interpreter.PythonInterpreter  # type: ignore[no-any-return]
+        runtime = self.runtime.resolve()
+        runner = str(Path(str(interpreter.__file__)).parent.resolve() / "runner.js")
+        cache, imports = runtime / "denodir", runtime / "import_map.json"
+        readable = [runner, str(cache), str(imports), str(runtime / "read_lines.ts")]
+        os.environ["DENO_DIR"] = str(cache)
+        command = [
+            str(runtime / "deno"),
+            "run",
+            "--no-config",
+            "--no-lock",
+            "--node-modules-dir=false",
+            "--cached-only",
+            f"--import-map={imports}",
+            f"--allow-read={','.join(readable)}",
+            runner,
+            "",
+            f"--dspy-deno-dir={cache}",
+        ]
+        return lambda: interpreter.PythonInterpreter(deno_command=command)
+
+    def task(self, task: dict[str, Any], context: str) -> dict[str, Any]:
+        dspy = importlib.import_module("dspy")
+        kwargs = {k: task[k] for k in ("api_base", "api_key") if task.get(k)}
+        lm = dspy.LM(task["model"], cache=False, **kwargs)
+        rlm = dspy.RLM(
+            "context, query -> answer",
+            max_iters=int(task.get("max_iterations", 30)),
+            interpreter_factory=self._interpreter_factory(),
+        )
+        try:
+            with dspy.context(lm=lm):
+                prediction = rlm(context=context, query=task["query"])
+        except Exception as exc:
+            return {**task_outcome(None, self._usage(lm)), "error": error_of(exc)}
+        stats = self._usage(lm)
+        stats["iterations"] = len(getattr(prediction, "trajectory", None) or [])
+        return task_outcome(getattr(prediction, "answer", None), stats)
+
+    @staticmethod
+    def _usage(lm: Any) -> dict[str, Any]:
+        history = list(getattr(lm, "history", []) or [])
+        usage = [entry.get("usage") or {} for entry in history]
+        costs = [entry.get("cost") for entry in history if isinstance(entry.get("cost"), (int, float))]
+        return {
+            "llm_calls": len(history),
+            "prompt_tokens": sum(int(u.get("prompt_tokens") or 0) for u in usage),
+            "completion_tokens": sum(int(u.get("completion_tokens") or 0) for u in usage),
+            "estimated_cost_usd": sum(costs) if costs else None,
+        }
+
+
 def _rlms_exception(stderr: str) -> dict[str, str] | None:
     """rlms appends ``"\\n{type}: {message}"`` to stderr when the code raised; recover it."""
     if not stderr.strip():
@@ -550,6 +631,7 @@ BACKENDS: dict[str, type[_ImportedBackend]] = {
     "recursive-llm-0.5": RecursiveLLM050Backend,
     "rlms": RlmsBackend,
     "cpython-reference": ReferenceBackend,
+    "dspy": DspyBackend,
 }
 """What ``--backend NAME`` loads in script mode (the registry's entries name these)."""
 

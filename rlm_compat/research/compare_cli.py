@@ -207,6 +207,9 @@ def _implementations(args: argparse.Namespace) -> list[Any]:
         extra.setdefault(name, []).append(directory)
     impls = [dataclasses.replace(i, paths=(*extra.get(i.name, ()), *i.paths)) for i in impls]
     if not args.setup:
+        for impl in impls:
+            if impl.start == "driver":
+                impl.argv()  # a missing interpreter, checkout or runtime fails before any run
         return impls
     directory = args.setup_dir
     if directory is None:

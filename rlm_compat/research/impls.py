@@ -13,8 +13,9 @@ with its error, never an exception of the grid; its stderr (and any log files it
 beside the record as its raw log.
 
 Registry entries: ``rlm_compat`` (this package, profile ``fixed``, in process, through litellm
-to the same endpoint), ``ysz-2fb46cc`` (a checkout of ysz/recursive-llm), ``recursive-llm-0.5.0``
-and ``rlms`` (from PyPI, each in its own venv), ``dspy-rlm`` (listed, with why it cannot run);
+to the same endpoint), ``ysz-2fb46cc`` (a checkout of ysz/recursive-llm), ``recursive-llm-0.5.0``,
+``rlms`` and ``dspy-rlm`` (from PyPI, each in its own venv; dspy's interpreter from local copies of
+Deno and Pyodide, :mod:`.dspy_runtime`);
 any other ``NAME=COMMAND`` is a command speaking protocol 2. :func:`setup_implementations`
 (``--setup``) makes throwaway venvs for the registry's peers.
 """
@@ -37,6 +38,7 @@ from typing import Any
 from ..conformance.driver import TASK_PROTOCOL_VERSION
 from ..conformance.protocol import DRIVER_PATH, driver_environment
 from ..errors import ConfigurationError
+from .dspy_runtime import prepare_dspy_runtime
 
 __all__ = [
     "CANNOT_START",
@@ -87,6 +89,8 @@ class GridImplementation:
     requirements: tuple[str, ...] = ()
     needs_checkout: bool = False
     unavailable: str = ""
+    needs_runtime: bool = False
+    """dspy-rlm: ``paths[0]`` is the offline Deno + Pyodide runtime (:mod:`.dspy_runtime`)."""
 
     def argv(self) -> list[str]:
         """The command line of its driver (``driver`` and ``command`` starts)."""
@@ -101,6 +105,11 @@ class GridImplementation:
             raise ConfigurationError(
                 f"{self.name} needs a ysz/recursive-llm checkout at 2fb46cc: set RLM_COMPAT_UPSTREAM, "
                 "pass --upstream PATH, or --setup (clones --upstream-bundle)"
+            )
+        if self.needs_runtime and not self.paths:
+            raise ConfigurationError(
+                f"{self.name} needs its offline Deno + Pyodide runtime: --setup (npm), or --impl-path "
+                f"{self.name}=DIR with DIR made by rlm_compat.research.dspy_runtime.prepare_dspy_runtime"
             )
         argv = [self.python, str(DRIVER_PATH), "--backend", self.backend, "--label", self.name]
         for path in self.paths:
@@ -138,13 +147,11 @@ IMPLEMENTATIONS: dict[str, GridImplementation] = {
         ),
         GridImplementation(
             "dspy-rlm",
-            "dspy.RLM (dspy 3.4), its interpreter a Deno + Pyodide sandbox",
-            "unavailable",
-            unavailable=(
-                "dspy 3.4.1's Deno runner (dspy/primitives/runner.js) imports "
-                "https://deno.land/std@0.186.0/io/mod.ts (for readLines) when the interpreter starts, "
-                "and deno.land is not reachable offline; see docs/research/compare.md"
-            ),
+            "dspy.RLM (dspy 3.4.1), its Deno + Pyodide interpreter from local copies (npm)",
+            "driver",
+            backend="dspy",
+            requirements=("dspy==3.4.1",),
+            needs_runtime=True,
         ),
     )
 }
@@ -187,7 +194,8 @@ def setup_implementations(
     has no interpreter yet, and a clone of ``bundle`` at 2fb46cc for ysz-2fb46cc without a checkout."""
     out = []
     for impl in impls:
-        if impl.start != "driver" or (impl.python is not None and (impl.paths or not impl.needs_checkout)):
+        needs_path = impl.needs_checkout or impl.needs_runtime
+        if impl.start != "driver" or (impl.python is not None and (impl.paths or not needs_path)):
             out.append(impl)
             continue
         if impl.python is None:
@@ -200,6 +208,11 @@ def setup_implementations(
                     f"installing {' '.join(impl.requirements)} for {impl.name}",
                 )
             impl = dataclasses.replace(impl, python=str(venv / "bin" / "python"))
+        if impl.needs_runtime and not impl.paths:
+            assert impl.python is not None
+            progress(f"{impl.name}: Deno and Pyodide from npm into {directory / 'dspy-runtime'}")
+            runtime = prepare_dspy_runtime(directory / "dspy-runtime", impl.python)
+            impl = dataclasses.replace(impl, paths=(str(runtime),))
         if impl.needs_checkout and not impl.paths:
             if bundle is None or not bundle.is_file():
                 raise ConfigurationError(

@@ -85,6 +85,8 @@ def read_conversation(messages: Sequence[Message] | Sequence[dict[str, Any]]) ->
         return Conversation(leaf=True, query="")
     first = messages[0]
     system = str(first.get("content") or "") if first.get("role") == "system" else ""
+    if "SUBMIT(" in system and "[[ ## repl_history ## ]]" in system:
+        return _read_dspy(system, messages)
     if "Recursive Language Model" not in system:
         users = [str(m.get("content") or "") for m in messages if m.get("role") == "user"]
         return Conversation(leaf=True, query=users[-1] if users else "")
@@ -107,6 +109,35 @@ def read_conversation(messages: Sequence[Message] | Sequence[dict[str, Any]]) ->
         turns=turns,
         dialect=read_dialect(system),
     )
+
+
+_DSPY_VARIABLE = re.compile(
+    r"Variable: `(\w+)`.*?Total length: ([0-9,]+) characters\n\s*Preview:\n\s*```\n(.*?)\n\s*```", re.S
+)
+_DSPY_STEP = re.compile(
+    r"=== Step [0-9]+ ===\n.*?Code:\n```python\n(.*?)```\nOutput \([0-9,]+ chars\):\n(.*?)(?=\n=== Step |\Z)",
+    re.S,
+)
+
+
+def _read_dspy(system: str, messages: Sequence[Message] | Sequence[dict[str, Any]]) -> Conversation:
+    """dspy.RLM's layout: one user message holding the variables' previews and the REPL history
+    (each step's code and output), answered in its adapter's fields, ended by ``SUBMIT``."""
+    user = str(messages[-1].get("content") or "")
+    head, _, rest = user.partition("[[ ## repl_history ## ]]")
+    history = rest.partition("[[ ## iteration ## ]]")[0]
+    variables = {m.group(1): (m.group(2), m.group(3)) for m in _DSPY_VARIABLE.finditer(head)}
+    query = "\n".join(line.strip() for line in variables.get("query", ("0", ""))[1].splitlines())
+    size = int(variables.get("context", ("0", ""))[0].replace(",", ""))
+    turns = tuple(
+        (
+            code,
+            "Error: " + out.strip()[len("[Error]") :].strip() if out.lstrip().startswith("[Error]") else out,
+        )
+        for code, out in _DSPY_STEP.findall(history)
+    )
+    dialect = Dialect(fence="python", standalone_final=True, submit=True)
+    return Conversation(leaf=False, query=query, size=size, turns=turns, dialect=dialect)
 
 
 def diagnose(observation: str) -> frozenset[str] | None:
@@ -235,6 +266,9 @@ class Dialect:
     standalone_final: bool = False
     answer_variable: bool = False
     avoid: frozenset[str] = frozenset()
+    submit: bool = False
+    """dspy.RLM: the run ends with ``SUBMIT(name)`` in code, and every reply is written in its
+    adapter's fields (``[[ ## reasoning ## ]]``, ``[[ ## code ## ]]``, ``[[ ## completed ## ]]``)."""
 
 
 _ANSWER_VARIABLE = re.compile(r"""answer\[["']ready["']\]|["']ready["']\s*:\s*True""")
@@ -259,6 +293,15 @@ def read_dialect(system: str) -> Dialect:
     )
 
 
+def _dspy_fields(code: str) -> str:
+    fields = (
+        "[[ ## reasoning ## ]]\nNext step.",
+        f"[[ ## code ## ]]\n```python\n{code}\n```",
+        "[[ ## completed ## ]]",
+    )
+    return "\n\n".join(fields)
+
+
 def _answer_code(value: str) -> str:
     return f'answer["content"] = {value}\nanswer["ready"] = True'
 
@@ -266,6 +309,12 @@ def _answer_code(value: str) -> str:
 def render(move: Move, avoid: set[str], dialect: Dialect | None = None) -> str:
     """The reply text of a move, written as the policy currently believes works, in ``dialect``."""
     dialect = dialect or Dialect()
+    if move.text is not None and dialect.submit:
+        found = re.fullmatch(r'FINAL\("(.*)"\)|FINAL_VAR\((\w+)\)', move.text, re.S)
+        if found is None:
+            return move.text
+        value = repr(found.group(1)) if found.group(1) is not None else found.group(2)
+        return _dspy_fields(f"SUBMIT({value})")
     if move.text is not None:
         if not dialect.answer_variable:
             return move.text
@@ -286,6 +335,8 @@ def render(move: Move, avoid: set[str], dialect: Dialect | None = None) -> str:
         code += "\n" + _answer_code(f"str({final_var})")
     elif move.final_var is not None and "final_call" not in avoid:
         code += f"\nFINAL_VAR({move.final_var})"
+    if dialect.submit:
+        return _dspy_fields(code)
     return _fence(code, dialect)
 
 
