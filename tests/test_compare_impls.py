@@ -279,3 +279,81 @@ def test_the_peers_run_the_paper_smoke_suite_end_to_end(tmp_path: Path) -> None:
     assert ysz_oolong.answer == "0" and 0 < (ysz_oolong.grade.score or 0) < 1
     rlms_logs = [r.logs for r in runs["impl:rlms"]]
     assert all(logs and list((out / logs).glob("rlm_*.jsonl")) for logs in rlms_logs)  # its own logger's
+
+
+# --- dialects: the same policy in each implementation's conventions ------------------------------
+
+
+def _dspy_messages(query: str, context_size: int, steps: list[tuple[str, str]]) -> list[dict[str, str]]:
+    """dspy.RLM's layout (dspy 3.4.1's ChatAdapter, as captured from a run): one system message with
+    the fields and SUBMIT, one user message with the variables' previews and the REPL history."""
+    system = (
+        "Your input fields are:\n1. `variables_info` (str)\n2. `repl_history` (REPLHistory)\n"
+        "[[ ## variables_info ## ]]\n{variables_info}\n\n[[ ## repl_history ## ]]\n{repl_history}\n\n"
+        "[[ ## code ## ]]\n{code}\n\n[[ ## completed ## ]]\n- `SUBMIT(answer)` - submit final output when done"
+    )
+    history = "".join(
+        f"=== Step {i} ===\nReasoning: r\nCode:\n```python\n{code}\n```\nOutput ({len(out)} chars):\n{out}\n"
+        for i, (code, out) in enumerate(steps, 1)
+    )
+    user = (
+        "[[ ## variables_info ## ]]\n[1] «««\n    Variable: `context` (access it in your code)\n    Type: str\n"
+        f"    Total length: {context_size:,} characters\n    Preview:\n    ```\n    Date: ...\n    ```\n»»»\n"
+        "[2] «««\n    Variable: `query` (access it in your code)\n    Type: str\n"
+        f"    Total length: {len(query)} characters\n    Preview:\n    ```\n    {query}\n    ```\n»»»\n\n"
+        f"[[ ## repl_history ## ]]\n{history}\n\n[[ ## iteration ## ]]\n{len(steps) + 1}/20\n"
+    )
+    return [{"role": "system", "content": system}, {"role": "user", "content": user}]
+
+
+def test_the_policy_writes_each_implementations_dialect() -> None:
+    from rlm_compat.research.policies import policy_for
+    from rlm_compat.research.policy import read_conversation
+
+    task = GeneratedTask("sniah", PAPER_SIZES["2^13t"]).build()
+    policy = policy_for(task)
+    # dspy.RLM: adapter fields, no FINAL; SUBMIT only in a step of its own, after seeing the output
+    first = policy.reply(_dspy_messages(task.query, task.size, []))
+    assert first.startswith("[[ ## reasoning ## ]]") and "print(context[:400])" in first
+    assert first.rstrip().endswith("[[ ## completed ## ]]")
+    search = policy.reply(_dspy_messages(task.query, task.size, [("print(context[:400])", "Pond face")]))
+    assert "re.search" in search and "SUBMIT" not in search and "FINAL" not in search
+    done = _dspy_messages(task.query, task.size, [("peek", "Pond"), ("search", "NUMBER 7179739\n")])
+    assert "```python\nSUBMIT(answer)\n```" in policy.reply(done)
+    conversation = read_conversation(done)
+    assert conversation.query == task.query and conversation.size == task.size and conversation.dialect.submit
+    # rlms 0.1.3: ```repl fences, the answer dict (computed into another name), no FINAL
+    rlms_system = 'You are a Recursive Language Model (RLM). ```repl\nx\n``` answer["ready"] = True'
+    rlms = [
+        {"role": "system", "content": rlms_system},
+        {
+            "role": "user",
+            "content": f"Answer the following: {task.query}\n\nYour context is a str of 32768 total characters.",
+        },
+        {"role": "user", "content": "Turn 1/30:"},
+        {"role": "assistant", "content": "```repl\nprint(context[:400])\n```"},
+        {"role": "user", "content": "REPL output:\nPond face"},
+        {"role": "user", "content": "Turn 2/30:"},
+    ]
+    reply = policy.reply(rlms)
+    assert reply.startswith("```repl\n") and 'answer["ready"] = True' in reply and "result = " in reply
+    assert "FINAL" not in reply
+
+
+DSPY_PYTHON = os.environ.get("RLM_COMPAT_DSPY_PYTHON")
+
+
+@pytest.mark.skipif(not DSPY_PYTHON, reason="set RLM_COMPAT_DSPY_PYTHON to a venv's python with dspy==3.4.1")
+def test_dspy_rlm_runs_offline_in_the_grid(tmp_path: Path) -> None:
+    """dspy.RLM through its own loop, its Deno + Pyodide interpreter from npm copies (not run by
+    CI: installing dspy and Pyodide takes minutes; docs/research/compare.md says how to run it)."""
+    _need(Path(str(DSPY_PYTHON)).is_file(), f"RLM_COMPAT_DSPY_PYTHON={DSPY_PYTHON} is not a file")
+    out = tmp_path / "grid"
+    args = ["compare", "--suite", "test_compare_impls:oolong_smoke", "--impl", f"dspy-rlm={DSPY_PYTHON}"]
+    code = main(
+        [*args, "--setup", "--setup-dir", str(tmp_path / "setup"), "--out", str(out), "--no-progress"]
+    )
+    assert code == 0
+    (record,) = _records(out)["impl:dspy-rlm"]
+    assert record.grade.passed and record.error_type is None, (record.answer, record.error)
+    assert record.iterations == 3 and record.calls == 3  # peek, count, SUBMIT alone

@@ -70,7 +70,8 @@ def register(commands: Any) -> None:
         default=[],
         metavar="NAME[=PYTHON|=COMMAND]",
         help="run each task through this implementation's own loop (repeatable, beside --config): "
-        "rlm_compat, ysz-2fb46cc, recursive-llm-0.5.0, rlms (=PYTHON: the interpreter of its venv), "
+        "rlm_compat, ysz-2fb46cc, recursive-llm-0.5.0, rlms, dspy-rlm (=PYTHON: the interpreter of "
+        "its venv), "
         "or any NAME=COMMAND speaking protocol 2 (docs/protocol.md)",
     )
     p.add_argument(
