@@ -130,6 +130,12 @@ def _compare(args: argparse.Namespace) -> int:
     from .registry import resolve_policy, resolve_suite
 
     impls = _implementations(args)
+    if any(impl.start == "in-process" for impl in impls) or args.model != "scripted":
+        # litellm prints its "Provider List" banner for every unpriced model name (the scripted
+        # endpoint's): the records carry what matters
+        import litellm
+
+        litellm.suppress_debug_info = True
     configs = (
         expand_configs(args.config, ablation=args.ablation)
         if args.config or args.ablation or not impls
