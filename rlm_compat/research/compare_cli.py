@@ -150,6 +150,15 @@ def _compare(args: argparse.Namespace) -> int:
         if not api_key:
             raise ConfigurationError(f"--api-key-env {args.api_key_env}: that variable is not set")
     suite = resolve_suite(args.suite)
+    if impls and args.model == "scripted":
+        from .policies import POLICIES
+
+        missing = sorted({spec.kind for spec in suite.tasks()} - set(POLICIES))
+        if missing:
+            raise ConfigurationError(
+                f"the scripted endpoint serves the built-in kinds' policies ({', '.join(POLICIES)}); "
+                f"suite {suite.name!r} has kinds {missing}: run --impl with a real --model"
+            )
     job = GridJob(
         suite,
         resolve_policy(args.policy),
