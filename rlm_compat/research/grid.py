@@ -267,14 +267,23 @@ async def run_impl_cell(job: GridJob, spec: RunSpec, trajectory_dir: Path | None
         scratch = Path(
             stack.enter_context(tempfile.TemporaryDirectory(prefix="rlm-impl-", dir=trajectory_dir))
         )
-        endpoint = stack.enter_context(PolicyEndpoint(task, variant=spec.run_index)) if scripted else None
+        started = time.perf_counter()
+        trajectory = None
+        endpoint = None
+        try:
+            endpoint = stack.enter_context(PolicyEndpoint(task, variant=spec.run_index)) if scripted else None
+        except RLMError as exc:  # e.g. a policy that cannot read this suite's query
+            outcome = TaskOutcome(None, error_type=type(exc).__name__, error=f"scripted endpoint: {exc}")
         model = SCRIPTED_ENDPOINT_MODEL if scripted else spec.model
         api_base = endpoint.base_url if endpoint is not None else job.api_base
         api_key = "scripted-endpoint-needs-no-key" if scripted else job.api_key
-        started = time.perf_counter()
-        trajectory = None
-        if impl.start == "in-process":
-            outcome, trajectory = await _run_rlm_compat(job, task, model, api_base, api_key, scratch)
+        if scripted and endpoint is None:
+            pass
+        elif impl.start == "in-process":
+            try:
+                outcome, trajectory = await _run_rlm_compat(job, task, model, api_base, api_key, scratch)
+            except RLMError as exc:
+                outcome = TaskOutcome(None, error_type=type(exc).__name__, error=str(exc))
         else:
             context_file = scratch / "context.txt"
             await asyncio.to_thread(context_file.write_text, task.context, encoding="utf-8")
