@@ -141,9 +141,11 @@ def test_impl_names_and_unavailable_entries_get_clear_errors(capsys: pytest.Capt
         ("nope", "unknown implementation 'nope'"),
         ("dspy-rlm=/usr/bin/python3", "offline Deno + Pyodide runtime"),
         ("rlms", "runs in its own venv"),
+        ("rlm_compat --time-limit 0", "--time-limit must be"),
         ("bad name=x", "NAME of letters"),
     ):
-        assert main(["compare", "--suite", "paper-smoke", "--out", "/nonexistent", "--impl", spec]) == 1
+        impl, *more = spec.split(" ")
+        assert main(["compare", "--suite", "paper-smoke", "--out", "/nonexistent", "--impl", impl, *more]) == 1
         assert message in capsys.readouterr().err
 
 

@@ -129,6 +129,8 @@ def _compare(args: argparse.Namespace) -> int:
     from .impls import CANNOT_START, impl_config
     from .registry import resolve_policy, resolve_suite
 
+    if not args.time_limit > 0:
+        raise ConfigurationError(f"--time-limit must be a number of seconds > 0, not {args.time_limit}")
     impls = _implementations(args)
     if any(impl.start == "in-process" for impl in impls) or args.model != "scripted":
         # litellm prints its "Provider List" banner for every unpriced model name (the scripted
