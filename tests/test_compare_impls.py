@@ -137,15 +137,14 @@ def test_implementations_are_grid_columns_and_their_failures_are_graded(
 
 
 def test_impl_names_and_unavailable_entries_get_clear_errors(capsys: pytest.CaptureFixture[str]) -> None:
-    for spec, message in (
-        ("nope", "unknown implementation 'nope'"),
-        ("dspy-rlm=/usr/bin/python3", "offline Deno + Pyodide runtime"),
-        ("rlms", "runs in its own venv"),
-        ("rlm_compat --time-limit 0", "--time-limit must be"),
-        ("bad name=x", "NAME of letters"),
+    for extra, message in (
+        (["--impl", "nope"], "unknown implementation 'nope'"),
+        (["--impl", "dspy-rlm=/usr/bin/python3"], "offline Deno + Pyodide runtime"),
+        (["--impl", "rlms"], "runs in its own venv"),
+        (["--impl", "bad name=x"], "NAME of letters"),
+        (["--impl", "rlm_compat", "--time-limit", "0"], "--time-limit must be"),
     ):
-        impl, *more = spec.split(" ")
-        assert main(["compare", "--suite", "paper-smoke", "--out", "/nonexistent", "--impl", impl, *more]) == 1
+        assert main(["compare", "--suite", "paper-smoke", "--out", "/nonexistent", *extra]) == 1
         assert message in capsys.readouterr().err
 
 
