@@ -29,7 +29,7 @@ from rlm_compat.research.base import RunRecord
 from rlm_compat.research.impls import hello_message, task_message
 from rlm_compat.research.paper_tasks import PAPER_SIZES
 from rlm_compat.research.suites import TaskSuite
-from rlm_compat.research.tasks import GeneratedTask
+from rlm_compat.research.tasks import GeneratedTask, task_from_id
 from rlm_compat.view.compare import write_compare
 
 MINI = textwrap.dedent(
@@ -119,6 +119,13 @@ def test_implementations_are_grid_columns_and_their_failures_are_graded(
         assert not record.grade.passed and record.logs is not None
         assert "mini: crash task" in (out / record.logs / "stderr.log").read_text(encoding="utf-8")
     assert {(r.error_type, r.grade.passed) for r in runs["impl:hang"]} == {("Hang", False)}
+    ok = runs["impl:ok"][0]
+    served = [json.loads(line) for line in (out / str(ok.logs) / "endpoint.jsonl").read_text().splitlines()]
+    assert (
+        len(served) == ok.calls
+        and served[0]["messages"][1]["content"] == task_from_id(ok.spec.task_id).build().query
+    )
+    assert served[-1]["reply"].endswith("```")  # the policy's last block, FINAL_VAR inside it
     summary = (out / "summary.md").read_text(encoding="utf-8")
     assert "| `impl:ok` | 3 | 100.0 % |" in summary and "## Scores and cost" in summary
     assert json.loads((out / "summary.json").read_text())["charts"] == [

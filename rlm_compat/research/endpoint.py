@@ -13,6 +13,7 @@ implementation: tokens are words, as :class:`~rlm_compat.testing.ScriptedChatSer
 
 from __future__ import annotations
 
+import json
 from types import TracebackType
 from typing import Any
 
@@ -48,6 +49,16 @@ class PolicyEndpoint:
         self, kind: type[BaseException] | None, value: BaseException | None, trace: TracebackType | None
     ) -> None:
         self.server.stop()
+
+    def transcript(self) -> str:
+        """Every request it served and the reply, one JSON line each: the model's side of the run,
+        the same for every implementation (kept as ``endpoint.jsonl`` beside the record)."""
+        lines = []
+        for request in self.server.requests:
+            messages = request.get("messages", [])
+            reply = self.policy.reply(messages)
+            lines.append(json.dumps({"model": request.get("model"), "messages": messages, "reply": reply}))
+        return "".join(line + "\n" for line in lines)
 
     def usage(self) -> tuple[int, int, int]:
         """``(calls, prompt_tokens, completion_tokens)`` served so far (tokens are words)."""

@@ -301,6 +301,8 @@ async def run_impl_cell(job: GridJob, spec: RunSpec, trajectory_dir: Path | None
             )
         wall = time.perf_counter() - started
         logs = _collect_logs(scratch / "log")
+        if endpoint is not None and endpoint.server.requests:
+            logs["endpoint.jsonl"] = endpoint.transcript()
         calls, prompt_tokens, completion_tokens = (
             endpoint.usage()
             if endpoint is not None
