@@ -158,7 +158,7 @@ def test_registry_entries_start_what_exists() -> None:
             assert entry.backend in BACKENDS, entry.name
         assert not any(re.search(r"(^|\s)/(work|home|root|tmp)/", line) for line in entry.setup)
     dspy = REGISTRY["dspy-rlm"]
-    with pytest.raises(ConfigurationError, match="not available: its sandbox cannot start offline"):
+    with pytest.raises(ConfigurationError, match="not available: no case entry point"):
         dspy.adapter("python3")
     entry, target = parse_impl("mine=python3 -u adapter.py --flag 'a b'")
     assert entry.command == ("python3", "-u", "adapter.py", "--flag", "a b") and target is None

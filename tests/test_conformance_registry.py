@@ -302,6 +302,22 @@ def test_cli_writes_reports_and_exits_by_result(tmp_path: Path, capsys: pytest.C
     assert json.loads(render_json(_run(fixtures)))["failed"] is True
 
 
+def test_a_named_implementation_that_cannot_start_fails_the_run(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 25 item 6: an ungated implementation the user named that never starts is no "OK"."""
+    fixtures = _fixtures(tmp_path / "fx", "")
+    js = tmp_path / "out.json"
+    args = ["conformance", "--fixtures", str(fixtures.root), "--cases", "repl.syn.same", "--json", str(js)]
+    assert main([*args, "--impl", "fixed", "--impl", "bad=/bin/false"]) == 1
+    out = capsys.readouterr().out
+    assert "FAILED: bad could not start (none of its cases ran)" in out
+    assert out.rstrip().endswith("FAILED")
+    bad = json.loads(js.read_text())["implementations"][1]
+    assert bad["name"] == "bad" and "Error" in bad["start_error"]  # DriverError or ProtocolError: a race
+    assert main([*args, "--impl", "fixed"]) == 0
+
+
 def test_attribution_names_the_switch_behind_a_fixed_difference(tmp_path: Path) -> None:
     from rlm_compat.conformance.attribution import (
         Attribution,

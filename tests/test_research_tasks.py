@@ -15,8 +15,16 @@ from hypothesis import strategies as st
 from rlm_compat import ConfigurationError
 from rlm_compat.research.base import Grader, Suite, TaskInstance, TaskSpec
 from rlm_compat.research.corpus import FILLER_WORDS, assemble, derive_rng, filler, number_words, sha256_text
-from rlm_compat.research.graders import ExactInteger, ExactText, normalise_answer
-from rlm_compat.research.suites import SUITES, load_suite
+from rlm_compat.research.graders import (
+    ExactInteger,
+    ExactText,
+    NumericScore,
+    PairsF1,
+    normalise_answer,
+    parse_pairs,
+)
+from rlm_compat.research.paper_tasks import LABELS, PAPER_SIZES
+from rlm_compat.research.suites import OUR_KINDS, PAPER_KINDS, SUITES, load_suite
 from rlm_compat.research.tasks import KINDS, MIN_SIZE, SIZES, GeneratedTask, _build, task_from_id
 
 KIND_NAMES = sorted(KINDS)
@@ -52,7 +60,7 @@ def test_different_seeds_different_corpora(kind: str, size: int, seed: int) -> N
 
 @pytest.mark.parametrize("label", list(SIZES))
 def test_standard_sizes_are_exact(label: str) -> None:
-    for kind in KIND_NAMES:
+    for kind in OUR_KINDS:
         instance = GeneratedTask(kind, SIZES[label], 0).build()
         assert len(instance.context) == SIZES[label]
         assert instance.task_id == f"{kind}-{label}-s0"
@@ -86,6 +94,44 @@ def test_corpora_are_pinned_across_python_versions() -> None:
         for spec in load_suite("standard").tasks()
     }
     assert found == GOLDEN
+
+
+# The paper-style suite's corpora, pinned the same way (3.10 - 3.13 checked when recorded).
+PAPER_GOLDEN = {
+    "sniah-2^13t-s0": "b4f0aa014d0f1df5",
+    "sniah-2^14t-s0": "aa52b530ac98abfd",
+    "sniah-2^15t-s0": "7ed9edd0fbf21425",
+    "sniah-2^16t-s0": "25008c9b6b264429",
+    "oolong-2^13t-s0": "efa75f57a099814e",
+    "oolong-2^14t-s0": "953b5fa34027580e",
+    "oolong-2^15t-s0": "a2603b5e57288e5d",
+    "oolong-2^16t-s0": "9f002034c317358f",
+    "pairs-2^13t-s0": "53fa24979cf45d66",
+    "pairs-2^14t-s0": "e4c40bd5b8964eae",
+    "pairs-2^15t-s0": "b64c1f6a0c13721b",
+    "pairs-2^16t-s0": "25a11c1059deef15",
+}
+
+
+def test_paper_corpora_are_pinned_across_python_versions() -> None:
+    found = {
+        spec.task_id: fresh(spec.kind, spec.size, spec.seed).corpus_sha256[:16]
+        for spec in load_suite("paper").tasks()
+        if spec.size <= PAPER_SIZES["2^16t"]
+    }
+    assert found == PAPER_GOLDEN
+
+
+def test_paper_sizes_are_the_papers_token_counts() -> None:
+    assert PAPER_SIZES["2^13t"] == 4 * 8_192 and PAPER_SIZES["2^18t"] == 4 * 262_144
+    suite = load_suite("paper")
+    assert {s.size for s in suite.tasks()} == {4 * 2**n for n in range(13, 19)}
+    assert task_from_id("oolong-2^17t-s3") == GeneratedTask("oolong", 4 * 2**17, 3)
+    assert [s.task_id for s in load_suite("paper-smoke").tasks()] == [
+        "sniah-2^13t-s0",
+        "oolong-2^13t-s0",
+        "pairs-2^13t-s0",
+    ]
 
 
 def test_filler_and_assembly_primitives() -> None:
@@ -136,6 +182,25 @@ def _solve_independently(instance: TaskInstance) -> str:
             key, hops = links[key], hops + 1
         assert hops >= 2, "the start key must need several hops"
         return values[key]
+    if instance.kind == "sniah":
+        key = query.split("magic number for ", 1)[1].split(" ", 1)[0]
+        hits = [line for line in context.splitlines() if line.startswith("One of the special magic")]
+        assert len(hits) == 1 and f" for {key} is: " in hits[0], hits
+        return hits[0].rsplit(" ", 1)[1].rstrip(".")
+    if instance.kind in ("oolong", "pairs"):
+        records = [
+            dict(field.split(": ", 1) for field in line.split(" || "))
+            for line in context.splitlines()
+            if line.startswith("Date: ")
+        ]
+        assert records and all(r["Label"] in LABELS for r in records)
+        label = query.split("label '", 1)[1].split("'", 1)[0]
+        if instance.kind == "oolong":
+            month = query.split("dated in ", 1)[1][:7]
+            return str(sum(1 for r in records if r["Date"][:7] == month and r["Label"] == label))
+        users = sorted({int(r["User"]) for r in records if r["Label"] == label})
+        assert 2 <= len(users) < len({r["User"] for r in records}), "neither no pairs nor every user"
+        return "\n".join(f"({a}, {b})" for i, a in enumerate(users) for b in users[i + 1 :])
     assert instance.kind == "combine"
     words = {number_words(n): n for n in range(100)}
     found = re.findall(r"Incident report IR-\d+: .*? (?:counted|logged) (\S+) visitors", context)
@@ -250,8 +315,8 @@ def test_specs_and_suites_satisfy_the_shared_protocols() -> None:
     suite = load_suite("standard")
     assert isinstance(suite, Suite)
     specs = list(suite.tasks())
-    assert len(specs) == len(KINDS) * 4
-    assert {(s.kind, s.size) for s in specs} == {(k, n) for k in KINDS for n in SIZES.values()}
+    assert len(specs) == len(OUR_KINDS) * 4
+    assert {(s.kind, s.size) for s in specs} == {(k, n) for k in OUR_KINDS for n in SIZES.values()}
     assert len({s.task_id for s in specs}) == len(specs)
     for spec in specs[:2]:
         assert isinstance(spec, TaskSpec)
@@ -260,9 +325,11 @@ def test_specs_and_suites_satisfy_the_shared_protocols() -> None:
 
 
 @pytest.mark.parametrize("name", sorted(SUITES))
-def test_every_suite_covers_every_kind(name: str) -> None:
+def test_every_suite_covers_every_kind_of_its_family(name: str) -> None:
     suite = load_suite(name)
-    assert {s.kind for s in suite.tasks()} == set(KINDS)
+    family = PAPER_KINDS if name.startswith("paper") else OUR_KINDS
+    assert {s.kind for s in suite.tasks()} == set(family)
+    assert set(OUR_KINDS) | set(PAPER_KINDS) == set(KINDS)
     assert suite.version == "1"
 
 
@@ -297,3 +364,43 @@ def test_task_ids_round_trip(kind: str, size: int, seed: int) -> None:
 def test_bad_names_get_actionable_errors(call: object, message: str) -> None:
     with pytest.raises(ConfigurationError, match=re.escape(message)):
         call()  # type: ignore[operator]
+
+
+# --- the paper's metrics ----------------------------------------------------------------------
+
+
+def test_numeric_score_is_oolongs_metric() -> None:
+    grader = NumericScore(12)
+    assert grader.grade(" '12' ").passed and grader.grade("12").score == 1.0
+    near = grader.grade("14")
+    assert not near.passed and near.score == round(0.75**2, 6) and "off by 2" in near.reason
+    for bad in (None, "", "twelve", "12 records", "1.2e1"):
+        grade = grader.grade(bad)
+        assert not grade.passed and grade.score == 0.0
+
+
+@given(
+    expected=st.sets(st.tuples(st.integers(1, 99), st.integers(100, 199)), min_size=1, max_size=12),
+    extra=st.sets(st.tuples(st.integers(200, 299), st.integers(300, 399)), max_size=6),
+    keep=st.integers(min_value=0, max_value=12),
+)
+def test_pairs_f1_scores_listed_pairs_in_either_order(
+    expected: set[tuple[int, int]], extra: set[tuple[int, int]], keep: int
+) -> None:
+    kept = sorted(expected)[:keep]
+    listed = [(b, a) if i % 2 else (a, b) for i, (a, b) in enumerate(kept + sorted(extra))]
+    answer = (
+        "Pairs:\n"
+        + "\n".join(f"({a},{b})" for a, b in listed)
+        + "\n"
+        + (f"({kept[0][1]}, {kept[0][0]})" if kept else "")
+    )
+    grade = PairsF1(frozenset(expected)).grade(answer)
+    right = len(kept)
+    if right == 0:
+        assert grade.score == 0.0
+    else:
+        precision, recall = right / (right + len(extra)), right / len(expected)
+        assert grade.score == round(2 * precision * recall / (precision + recall), 6)
+    assert grade.passed == (right == len(expected) and not extra)
+    assert parse_pairs("(5, 5) (7, 3)") == {(3, 7)}

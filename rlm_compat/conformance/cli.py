@@ -79,7 +79,8 @@ def add_conformance_parser(subparsers: Any) -> None:
             "case, and profile fixed also with recorded plain CPython (the second oracle: every "
             "difference a registered restriction). Default: both rlm_compat profiles. Needs no "
             "network and no API key. Exits 1 on any unexplained difference, unexpected pass or "
-            "error of a gated implementation, against either oracle."
+            "error of a gated implementation, against either oracle, and when any named "
+            "implementation cannot start (gated or not)."
         ),
     )
     p.add_argument(

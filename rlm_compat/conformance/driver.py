@@ -44,7 +44,11 @@ from pathlib import Path
 from typing import Any
 
 PROTOCOL_VERSION = 1
-"""The version of the published protocol (docs/protocol.md) this driver speaks."""
+"""The protocol version the conformance runner speaks (docs/protocol.md): cases only."""
+TASK_PROTOCOL_VERSION = 2
+"""Version 2 = version 1 plus the ``task`` message (a whole task through the implementation's own
+loop, against a model endpoint). This driver answers a hello of either version with that version."""
+SUPPORTED_PROTOCOLS = (PROTOCOL_VERSION, TASK_PROTOCOL_VERSION)
 _MEMORY_HEADROOM = 2 << 30  # bytes of address space a case may add to the driver's own
 
 Event = dict[str, Any]
@@ -276,6 +280,30 @@ class Backend:
     def loop(self, case: dict[str, Any], emit: Emit) -> None:
         raise NotImplementedError
 
+    def task(self, task: dict[str, Any], context: str) -> dict[str, Any]:
+        """Protocol 2: run ``task["query"]`` over ``context`` through the implementation's own
+        loop against ``task["model"]`` at ``task["api_base"]``; the ``task-result`` fields."""
+        raise NotImplementedError(f"{self.implementation} has no task entry point in this driver")
+
+
+def task_outcome(
+    answer: Any, stats: Mapping[str, Any], *, iterations_key: str = "iterations"
+) -> dict[str, Any]:
+    """The ``task-result`` fields from an answer and an implementation's own stats mapping."""
+
+    def number(key: str) -> Any:
+        value = stats.get(key)
+        return value if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+    return {
+        "answer": None if answer is None else str(answer),
+        "iterations": number(iterations_key),
+        "calls": number("llm_calls"),
+        "prompt_tokens": number("prompt_tokens"),
+        "completion_tokens": number("completion_tokens"),
+        "cost_usd": number("estimated_cost_usd"),
+    }
+
 
 class _ImportedBackend(Backend):
     """A backend importing the implementation from ``paths`` (put first on ``sys.path``)."""
@@ -327,11 +355,39 @@ class YszBackend(_ExecutorBackend):
     def loop(self, case: dict[str, Any], emit: Emit) -> None:
         run_loop_case(self.core, lambda kwargs, _prompt_version: self.package.RLM(**kwargs), case, emit)
 
+    def task(self, task: dict[str, Any], context: str) -> dict[str, Any]:
+        rlm = self.package.RLM(
+            model=task["model"],
+            api_base=task.get("api_base"),
+            api_key=task.get("api_key"),
+            max_iterations=int(task.get("max_iterations", 30)),
+        )
+        try:
+            answer = rlm.completion(task["query"], context)
+        except Exception as exc:
+            return {**task_outcome(None, rlm.stats), "error": error_of(exc)}
+        return task_outcome(answer, rlm.stats)
+
 
 class RecursiveLLM050Backend(_ExecutorBackend):
     """recursive-llm 0.5.0 from PyPI (same ``rlm`` import name and REPL / parser signatures)."""
 
     implementation = "recursive-llm"
+
+    def task(self, task: dict[str, Any], context: str) -> dict[str, Any]:
+        package = importlib.import_module("rlm")
+        rlm = package.RLM(
+            model=task["model"],
+            api_base=task.get("api_base"),
+            api_key=task.get("api_key"),
+            max_iterations=int(task.get("max_iterations", 30)),
+        )
+        try:
+            result = rlm.complete_result(task["query"], context)
+        except Exception as exc:
+            stats = getattr(exc, "stats", None) or {}
+            return {**task_outcome(None, stats, iterations_key="total_iterations"), "error": error_of(exc)}
+        return task_outcome(result.answer, result.stats, iterations_key="total_iterations")
 
     def info(self) -> dict[str, Any]:
         return {
@@ -366,6 +422,41 @@ class RlmsBackend(_ImportedBackend):
             "files": {},
         }
 
+    def task(self, task: dict[str, Any], context: str) -> dict[str, Any]:
+        """``RLM(backend="openai").completion(context, root_prompt=query)``: the OpenAI client at
+        ``api_base`` (a model ``openai/NAME`` is NAME there); iterations as its logger counts them
+        (0.1.3 never fires ``on_iteration_start``), its JSONL trajectory written into ``log_dir``."""
+        core = importlib.import_module("rlm")
+        logger_module = importlib.import_module("rlm.logger")
+        model = str(task["model"])
+        kwargs: dict[str, Any] = {
+            "model_name": model.split("/", 1)[1] if model.startswith("openai/") else model
+        }
+        if task.get("api_base"):
+            kwargs["base_url"] = task["api_base"]
+        if task.get("api_key"):
+            kwargs["api_key"] = task["api_key"]
+        logger = logger_module.RLMLogger(log_dir=task.get("log_dir") or None)
+        rlm = core.RLM(
+            backend="openai",
+            backend_kwargs=kwargs,
+            max_iterations=int(task.get("max_iterations", 30)),
+            logger=logger,
+        )
+        try:
+            result = rlm.completion(context, root_prompt=task["query"])
+        except Exception as exc:
+            return {**task_outcome(None, {"iterations": logger.iteration_count}), "error": error_of(exc)}
+        usage = result.usage_summary
+        stats = {
+            "iterations": logger.iteration_count,
+            "llm_calls": sum(m.total_calls for m in usage.model_usage_summaries.values()),
+            "prompt_tokens": usage.total_input_tokens,
+            "completion_tokens": usage.total_output_tokens,
+            "estimated_cost_usd": usage.total_cost,
+        }
+        return task_outcome(result.response, stats)
+
     def _new_repl(self, env: dict[str, Any]) -> Any:
         repl = self.local_repl.LocalREPL()
         repl.locals.update(env)
@@ -396,6 +487,87 @@ class RlmsBackend(_ImportedBackend):
                 ),
             }
         )
+
+
+class DspyBackend(_ImportedBackend):
+    """dspy.RLM (dspy 3.4) for protocol 2's task message, its interpreter run offline.
+
+    ``paths[0]`` is a runtime directory made by ``rlm_compat.research.dspy_runtime`` (a Deno
+    binary from npm, a Deno cache holding ``npm:pyodide``, an import map sending dspy's one
+    deno.land import to a local ``readLines``): Deno runs with ``--cached-only``, so the sandbox
+    reaches no network. No conformance cases: its ``SUBMIT`` ending and typed signatures have no
+    recorded fixtures.
+    """
+
+    kinds: frozenset[str] = frozenset()
+    implementation = "dspy.RLM"
+
+    def __init__(self, paths: list[str], label: str) -> None:
+        super().__init__([], label)
+        self.runtime = Path(paths[0]) if paths else None
+
+    def info(self) -> dict[str, Any]:
+        return {
+            "implementation": self.implementation,
+            "version": _version("dspy"),
+            "sandbox": True,
+            "packages": {"dspy": _version("dspy")},
+            "files": {},
+        }
+
+    def _interpreter_factory(self) -> Callable[[], Any]:
+        interpreter = importlib.import_module("dspy.primitives.python_interpreter")
+        if self.runtime is None:
+            return interpreter.PythonInterpreter  # type: ignore[no-any-return]
+        runtime = self.runtime.resolve()
+        runner = str(Path(str(interpreter.__file__)).parent.resolve() / "runner.js")
+        cache, imports = runtime / "denodir", runtime / "import_map.json"
+        readable = [runner, str(cache), str(imports), str(runtime / "read_lines.ts")]
+        os.environ["DENO_DIR"] = str(cache)
+        command = [
+            str(runtime / "deno"),
+            "run",
+            "--no-config",
+            "--no-lock",
+            "--node-modules-dir=false",
+            "--cached-only",
+            f"--import-map={imports}",
+            f"--allow-read={','.join(readable)}",
+            runner,
+            "",
+            f"--dspy-deno-dir={cache}",
+        ]
+        return lambda: interpreter.PythonInterpreter(deno_command=command)
+
+    def task(self, task: dict[str, Any], context: str) -> dict[str, Any]:
+        dspy = importlib.import_module("dspy")
+        kwargs = {k: task[k] for k in ("api_base", "api_key") if task.get(k)}
+        lm = dspy.LM(task["model"], cache=False, **kwargs)
+        rlm = dspy.RLM(
+            "context, query -> answer",
+            max_iters=int(task.get("max_iterations", 30)),
+            interpreter_factory=self._interpreter_factory(),
+        )
+        try:
+            with dspy.context(lm=lm):
+                prediction = rlm(context=context, query=task["query"])
+        except Exception as exc:
+            return {**task_outcome(None, self._usage(lm)), "error": error_of(exc)}
+        stats = self._usage(lm)
+        stats["iterations"] = len(getattr(prediction, "trajectory", None) or [])
+        return task_outcome(getattr(prediction, "answer", None), stats)
+
+    @staticmethod
+    def _usage(lm: Any) -> dict[str, Any]:
+        history = list(getattr(lm, "history", []) or [])
+        usage = [entry.get("usage") or {} for entry in history]
+        costs = [entry.get("cost") for entry in history if isinstance(entry.get("cost"), (int, float))]
+        return {
+            "llm_calls": len(history),
+            "prompt_tokens": sum(int(u.get("prompt_tokens") or 0) for u in usage),
+            "completion_tokens": sum(int(u.get("completion_tokens") or 0) for u in usage),
+            "estimated_cost_usd": sum(costs) if costs else None,
+        }
 
 
 def _rlms_exception(stderr: str) -> dict[str, str] | None:
@@ -459,6 +631,7 @@ BACKENDS: dict[str, type[_ImportedBackend]] = {
     "recursive-llm-0.5": RecursiveLLM050Backend,
     "rlms": RlmsBackend,
     "cpython-reference": ReferenceBackend,
+    "dspy": DspyBackend,
 }
 """What ``--backend NAME`` loads in script mode (the registry's entries name these)."""
 
@@ -606,6 +779,7 @@ class Driver:
         self.step_limit = 5.0
         self.case_limit = 60.0
         self.greeted = False
+        self.protocol = PROTOCOL_VERSION
 
     def handle(self, message: dict[str, Any]) -> dict[str, Any] | None:
         """The reply to one message (None for ``bye``, which has none)."""
@@ -616,21 +790,30 @@ class Driver:
             if not self.greeted:
                 raise ProtocolViolation("a case before the hello message")
             return self._case(message)
+        if kind == "task":
+            if self.protocol < TASK_PROTOCOL_VERSION:
+                raise ProtocolViolation(
+                    f"a task message needs protocol {TASK_PROTOCOL_VERSION}; "
+                    f"the hello asked for {self.protocol}"
+                )
+            return self._task(message)
         if kind == "bye":
             return None
         raise ProtocolViolation(f"unknown message type {kind!r}")
 
     def _hello(self, message: dict[str, Any]) -> dict[str, Any]:
-        if message.get("protocol") != PROTOCOL_VERSION:
+        if message.get("protocol") not in SUPPORTED_PROTOCOLS:
             raise ProtocolViolation(
-                f"runner speaks protocol {message.get('protocol')!r}; this driver speaks {PROTOCOL_VERSION}"
+                f"runner speaks protocol {message.get('protocol')!r}; this driver speaks "
+                + " or ".join(str(v) for v in SUPPORTED_PROTOCOLS)
             )
+        self.protocol = int(message["protocol"])
         self.step_limit = float(message.get("step_limit", self.step_limit))
         self.case_limit = float(message.get("case_limit", self.case_limit))
         self.greeted = True
         return {
             "type": "hello",
-            "protocol": PROTOCOL_VERSION,
+            "protocol": self.protocol,
             "python": platform.python_version(),
             "kinds": sorted(self.backend.kinds),
             "hash_seed": os.environ.get("PYTHONHASHSEED"),
@@ -647,6 +830,24 @@ class Driver:
         if kind not in self.backend.kinds:
             return {**reply, "skip": f"{self.backend.implementation} has no {kind} entry point"}
         return {**reply, **self._one(kind, case)}
+
+    def _task(self, message: dict[str, Any]) -> dict[str, Any]:
+        """Run one task in this process (the runner starts a driver per task and kills it on a
+        hang); any exception of the implementation is the result's ``error``, not a violation."""
+        if not isinstance(message.get("id"), str) or not isinstance(message.get("query"), str):
+            raise ProtocolViolation("a task message needs a string id and a string query")
+        if not isinstance(message.get("context_file"), str) or not isinstance(message.get("model"), str):
+            raise ProtocolViolation("a task message needs context_file (a path) and model (a name)")
+        reply: dict[str, Any] = {"type": "task-result", "id": message["id"]}
+        started = time.monotonic()
+        try:
+            context = Path(message["context_file"]).read_text(encoding="utf-8")
+            outcome = self.backend.task(message, context)
+        except Exception as exc:
+            outcome = {"answer": None, "error": error_of(exc)}
+        reply.update(outcome)
+        reply["seconds"] = round(time.monotonic() - started, 6)
+        return reply
 
     def _one(self, kind: str, case: dict[str, Any]) -> dict[str, Any]:
         backend = self.backend

@@ -201,11 +201,12 @@ REGISTRY: dict[str, Implementation] = {
             "python",
             kinds=frozenset(),
             unavailable=(
-                "its sandbox cannot start offline: dspy 3.4.1's Deno runner imports Deno's standard "
-                "library from the web and Pyodide from the npm registry when the interpreter starts "
-                "(tried with deno 2.9.8: the health check fails on the first import without network), "
-                "and the suite runs offline, addressing nothing but 127.0.0.1; its SUBMIT(...) ending "
-                "and typed signatures would also need loop and parser fixtures of their own"
+                "no case entry point: dspy.RLM's interpreter does run offline (Deno from npm, Pyodide "
+                "in a Deno cache, runner.js's one deno.land import, std@0.186.0/io/mod.ts, sent to a "
+                "local readLines by an import map: rlm_compat.research.dspy_runtime), and its whole "
+                "loop runs in `rlm-compat compare --impl dspy-rlm`; but its REPL cases would each need "
+                "a fresh Deno + Pyodide start (5-15 s, thousands of cases), and its SUBMIT(...) ending "
+                "and typed signatures have no parser or loop fixtures of their own"
             ),
         ),
     )

@@ -61,6 +61,9 @@ def render_summary(report: RunReport) -> str:
         for r in impl.results
         if r.status in ("unexplained", "unexpected-pass", "errored")
     ]
+    for impl in report.implementations:
+        if impl.start_error:
+            lines.append(f"FAILED: {impl.name} could not start (none of its cases ran): {impl.start_error}")
     for name, result in failing[:40]:
         lines.append(f"{result.status.upper()}: {name}: {result.id}: {result.detail}")
     if len(failing) > 40:
@@ -149,8 +152,9 @@ def render_markdown(report: RunReport, command: str = "", reproduce: Sequence[st
         "",
         f"Result: **{'FAILED' if report.failed else 'OK'}** (gated implementations: "
         + ", ".join(i.name for i in impls if i.gated)
-        + ")",
+        + "; an implementation that could not start fails the run, gated or not)",
         "",
+        *(f"- **{i.name} could not start**: {i.start_error}" for i in impls if i.start_error),
     ]
     out += [_about().rstrip(), ""]
 
@@ -359,6 +363,7 @@ def render_json(report: RunReport) -> str:
                 "info": {k: v for k, v in impl.info.items() if k != "files"},
                 "fixtures": impl.fixtures,
                 "notes": impl.notes,
+                "start_error": impl.start_error or None,
                 "seconds": round(impl.seconds, 2),
                 "counts": impl.counts(),
                 "results": [{k: v for k, v in vars(r).items() if v not in (None, "")} for r in impl.results],

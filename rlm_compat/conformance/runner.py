@@ -84,6 +84,9 @@ class ImplementationRun:
     results: list[CaseResult] = field(default_factory=list)
     seconds: float = 0.0
     oracle: str = "upstream"
+    start_error: str = ""
+    """Why it could not start (empty when it did): a failure of the run, gated or not, since the
+    user named it and none of its cases ran."""
 
     def counts(self) -> dict[str, int]:
         """How many results have each status (all statuses present, zeros included)."""
@@ -92,7 +95,7 @@ class ImplementationRun:
 
     @property
     def failed(self) -> bool:
-        return self.gated and any(r.status in FAILING for r in self.results)
+        return bool(self.start_error) or (self.gated and any(r.status in FAILING for r in self.results))
 
 
 @dataclass
@@ -254,7 +257,8 @@ def _run_one(
     try:
         run.info = adapter.start()
     except Exception as exc:
-        run.notes.append(f"could not start: {type(exc).__name__}: {exc}")
+        run.start_error = f"{type(exc).__name__}: {exc}"
+        run.notes.append(f"could not start: {run.start_error}")
         for kind in kinds:
             for line in lines.for_python(kind, _major_minor(platform.python_version())):
                 if selector(line["id"]):

@@ -24,6 +24,14 @@ class Grade:
     reason: str
     grader: str
     grader_version: str
+    score: float | None = None
+    """A graded score in [0, 1] where the grader gives partial credit (the paper's OOLONG and
+    OOLONG-Pairs metrics); None for pass/fail graders, whose score is 1 or 0."""
+
+    @property
+    def value(self) -> float:
+        """The score, or 1.0 / 0.0 from ``passed`` for a pass/fail grader."""
+        return self.score if self.score is not None else float(self.passed)
 
 
 @runtime_checkable
@@ -82,7 +90,8 @@ class Suite(Protocol):
 @dataclasses.dataclass(frozen=True)
 class RunSpec:
     """One cell of a grid. ``config`` is a profile spec such as ``fixed``, ``upstream``,
-    ``upstream-without:separate_scopes`` or ``fixed-with:imports_refused``; ``model`` is
+    ``upstream-without:separate_scopes`` or ``fixed-with:imports_refused``, or an implementation
+    (``impl:ysz-2fb46cc``, :mod:`~rlm_compat.research.impls`); ``model`` is
     ``scripted`` (the task's deterministic policy) or a litellm model name."""
 
     suite: str
@@ -115,6 +124,10 @@ class RunRecord:
     error: str | None = None
     trajectory: str | None = None
     """Path of the run's trajectory, relative to the grid's output directory."""
+    cost_usd: float | None = None
+    """The cost the implementation reported (None: not priced, as for the scripted endpoint)."""
+    logs: str | None = None
+    """Directory of the implementation's raw logs, relative to the grid's output directory."""
 
     def to_json(self) -> dict[str, Any]:
         data = dataclasses.asdict(self)

@@ -38,6 +38,7 @@ class GridOutcome:
     ran: int
     summary: dict[str, Any]
     charts: tuple[str, ...]
+    records: tuple[RunRecord, ...] = ()
 
 
 def run_grid(
@@ -68,6 +69,11 @@ def run_grid(
             record = RunRecord.from_json(cell.record)
             if cell.trajectory is not None and record.trajectory is not None:
                 (out / record.trajectory).write_text(cell.trajectory, encoding="utf-8")
+            if cell.logs and record.logs is not None:
+                for name, text in cell.logs.items():
+                    target = out / record.logs / name
+                    target.parent.mkdir(parents=True, exist_ok=True)
+                    target.write_text(text, encoding="utf-8")
             log.append(record)
             ran += 1
             advance(record)
@@ -75,7 +81,9 @@ def run_grid(
         if pending:
             executor.run(job, pending, on_result)
     summary, written = write_outputs(job, list(log.records.values()), out, configs=configs, charts=charts)
-    return GridOutcome(out, len(specs), len(specs) - len(pending), ran, summary, tuple(written))
+    return GridOutcome(
+        out, len(specs), len(specs) - len(pending), ran, summary, tuple(written), tuple(log.records.values())
+    )
 
 
 def _check_one_grid(log: RunLog, specs: Sequence[RunSpec]) -> None:

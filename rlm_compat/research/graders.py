@@ -15,16 +15,22 @@ small, and part of the grader's version (a change to it is a new version, record
 
 So extra prose ("The code is X7Q2"), a trailing period, two candidates ("X7Q2 or X7Q3") and an
 empty answer all fail, each with a reason saying which rule.
+
+The paper-style tasks (:mod:`.paper_tasks`) are graded as the RLM paper grades them, with a score
+beside the verdict: :class:`NumericScore` gives ``0.75 ** |y - y_hat|`` (OOLONG's metric for
+numeric answers, read under the rules above) and :class:`PairsF1` the F1 of the listed pairs. A
+pass is still the exact answer (score 1).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import re
+from collections.abc import Set
 
 from .base import Grade
 
-__all__ = ["ExactInteger", "ExactText", "normalise_answer"]
+__all__ = ["ExactInteger", "ExactText", "NumericScore", "PairsF1", "normalise_answer", "parse_pairs"]
 
 _QUOTES = "\"'`"
 _INTEGER = re.compile(r"[+-]?[0-9]+")
@@ -95,3 +101,83 @@ class ExactText:
 
     def _verdict(self, passed: bool, reason: str) -> Grade:
         return Grade(passed=passed, reason=reason, grader=self.name, grader_version=self.version)
+
+
+@dataclasses.dataclass
+class NumericScore:
+    """OOLONG's numeric metric: score ``0.75 ** |expected - answer|``; passes only the exact value.
+
+    The answer is read under the module rules (a single integer, nothing around it); anything else
+    scores 0, as an unparsable answer does in OOLONG's harness.
+    """
+
+    expected: int
+    name: str = dataclasses.field(default="oolong-numeric", init=False)
+    version: str = dataclasses.field(default="1", init=False)
+
+    def grade(self, answer: str | None) -> Grade:
+        if answer is None:
+            return self._verdict(0.0, "no final answer")
+        text = normalise_answer(answer)
+        if not _INTEGER.fullmatch(text):
+            return self._verdict(0.0, f"not a single integer: {_shown(text)}")
+        off = abs(int(text) - self.expected)
+        if off == 0:
+            return self._verdict(1.0, "exact match")
+        return self._verdict(0.75**off, f"off by {off}: expected {self.expected}, got {int(text)}")
+
+    def _verdict(self, score: float, reason: str) -> Grade:
+        return Grade(
+            passed=score == 1.0,
+            reason=reason,
+            grader=self.name,
+            grader_version=self.version,
+            score=round(score, 6),
+        )
+
+
+_PAIR = re.compile(r"\(\s*([0-9]+)\s*,\s*([0-9]+)\s*\)")
+
+
+def parse_pairs(answer: str) -> set[tuple[int, int]]:
+    """Every ``(a, b)`` in ``answer`` as an unordered pair (smaller first); a pair of one id twice
+    is not a pair and is dropped."""
+    found = {(int(a), int(b)) for a, b in _PAIR.findall(answer)}
+    return {(min(a, b), max(a, b)) for a, b in found if a != b}
+
+
+@dataclasses.dataclass
+class PairsF1:
+    """OOLONG-Pairs' metric: F1 of the pairs listed against the expected set; passes at F1 = 1.
+
+    Pairs are read as ``(a, b)`` anywhere in the answer, in either order, duplicates once; other
+    text is ignored (the metric is over the pairs, not the wording).
+    """
+
+    expected: Set[tuple[int, int]]
+    name: str = dataclasses.field(default="pairs-f1", init=False)
+    version: str = dataclasses.field(default="1", init=False)
+
+    def grade(self, answer: str | None) -> Grade:
+        if answer is None:
+            return self._verdict(0.0, "no final answer")
+        got = parse_pairs(answer)
+        right = len(got & set(self.expected))
+        if not got or not right:
+            return self._verdict(0.0, f"{len(got)} pairs listed, none of the {len(self.expected)} expected")
+        precision, recall = right / len(got), right / len(self.expected)
+        f1 = 2 * precision * recall / (precision + recall)
+        if f1 == 1.0:
+            return self._verdict(1.0, f"all {right} pairs, nothing else")
+        return self._verdict(
+            f1, f"{right} of {len(self.expected)} expected pairs, {len(got) - right} wrong: F1 {f1:.3f}"
+        )
+
+    def _verdict(self, score: float, reason: str) -> Grade:
+        return Grade(
+            passed=score == 1.0,
+            reason=reason,
+            grader=self.name,
+            grader_version=self.version,
+            score=round(score, 6),
+        )

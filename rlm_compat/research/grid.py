@@ -9,6 +9,7 @@ writer of the grid's directory is the process that started it, whichever engine 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import hashlib
 import json
@@ -17,7 +18,7 @@ import tempfile
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +26,7 @@ from ..clients import LLMClient
 from ..errors import ConfigurationError, RLMError
 from ..profiles import QUIRKS, Profile
 from .base import RunRecord, RunSpec, Suite, TaskInstance, TaskSpec
+from .impls import IMPL_PREFIX, GridImplementation, TaskOutcome, run_driver_task
 
 __all__ = [
     "SCRIPTED",
@@ -106,10 +108,12 @@ def trajectory_name(run_id: str) -> str:
 
 @dataclasses.dataclass(frozen=True)
 class CellResult:
-    """What a cell sends back to the grid's writer: the record line and the trajectory text."""
+    """What a cell sends back to the grid's writer: the record line, the trajectory text and the
+    raw log files of an implementation's run (name -> text, written under ``record["logs"]``)."""
 
     record: dict[str, Any]
     trajectory: str | None
+    logs: dict[str, str] = dataclasses.field(default_factory=dict)
 
 
 class GridJob:
@@ -117,7 +121,9 @@ class GridJob:
 
     ``policy`` makes each cell's client (the task's scripted policy for model ``scripted``; None
     for a litellm model, reached with ``api_base`` / ``api_key``; ``max_retries`` is the RLM's
-    retry count for rate limits and transient provider errors). Built tasks are cached per
+    retry count for rate limits and transient provider errors). ``implementations`` are the
+    ``impl:NAME`` configs' implementations by name; ``time_limit``: seconds one of their runs may
+    take before it is killed and recorded as a hang. Built tasks are cached per
     process (a few at a time), so the configs of one task share one corpus build.
     """
 
@@ -133,8 +139,12 @@ class GridJob:
         repl_timeout: float | None = 5,
         max_retries: int | None = None,
         cache_size: int = 8,
+        implementations: Mapping[str, GridImplementation] | None = None,
+        time_limit: float = 600.0,
     ) -> None:
         self.suite = suite
+        self.implementations = dict(implementations or {})
+        self.time_limit = time_limit
         self.policy = policy
         self.api_base = api_base
         self.api_key = api_key
@@ -194,6 +204,8 @@ async def run_cell(job: GridJob, spec: RunSpec, trajectory_dir: Path | None = No
     """
     from ..core import RLM
 
+    if spec.config.startswith(IMPL_PREFIX):
+        return await run_impl_cell(job, spec, trajectory_dir)
     task_spec = job.task_spec(spec.task_id)
     task = await asyncio.to_thread(job.task, spec.task_id)  # a big corpus must not stall the loop
     client = job.policy(task, spec)
@@ -233,6 +245,137 @@ async def run_cell(job: GridJob, spec: RunSpec, trajectory_dir: Path | None = No
         trajectory=f"trajectories/{name}" if trajectory is not None else None,
     )
     return CellResult(record.to_json(), trajectory)
+
+
+async def run_impl_cell(job: GridJob, spec: RunSpec, trajectory_dir: Path | None = None) -> CellResult:
+    """Run one cell of implementation ``impl:NAME``: the task through that implementation's loop.
+
+    Model ``scripted``: a :class:`~.endpoint.PolicyEndpoint` of its own serves the task's policy
+    (variant = run index) and counts calls and tokens; else the implementation is given the
+    model name, ``api_base`` and ``api_key``, and its own figures are recorded.
+    """
+    from .endpoint import SCRIPTED_ENDPOINT_MODEL, PolicyEndpoint
+
+    name = spec.config[len(IMPL_PREFIX) :]
+    impl = job.implementations.get(name)
+    if impl is None:
+        raise GridError(f"the grid has no implementation {name!r} for {spec.run_id}: give --impl {name}")
+    task_spec = job.task_spec(spec.task_id)
+    task = await asyncio.to_thread(job.task, spec.task_id)
+    scripted = spec.model == SCRIPTED
+    with contextlib.ExitStack() as stack:
+        scratch = Path(
+            stack.enter_context(tempfile.TemporaryDirectory(prefix="rlm-impl-", dir=trajectory_dir))
+        )
+        started = time.perf_counter()
+        trajectory = None
+        endpoint = None
+        try:
+            endpoint = stack.enter_context(PolicyEndpoint(task, variant=spec.run_index)) if scripted else None
+        except RLMError as exc:  # e.g. a policy that cannot read this suite's query
+            outcome = TaskOutcome(None, error_type=type(exc).__name__, error=f"scripted endpoint: {exc}")
+        model = SCRIPTED_ENDPOINT_MODEL if scripted else spec.model
+        api_base = endpoint.base_url if endpoint is not None else job.api_base
+        api_key = "scripted-endpoint-needs-no-key" if scripted else job.api_key
+        if scripted and endpoint is None:
+            pass
+        elif impl.start == "in-process":
+            try:
+                outcome, trajectory = await _run_rlm_compat(job, task, model, api_base, api_key, scratch)
+            except RLMError as exc:
+                outcome = TaskOutcome(None, error_type=type(exc).__name__, error=str(exc))
+        else:
+            context_file = scratch / "context.txt"
+            await asyncio.to_thread(context_file.write_text, task.context, encoding="utf-8")
+            outcome = await asyncio.to_thread(
+                run_driver_task,
+                impl,
+                query=task.query,
+                context_file=context_file,
+                model=model,
+                api_base=api_base,
+                api_key=api_key,
+                max_iterations=job.max_iterations,
+                time_limit=job.time_limit,
+                log_dir=scratch / "log",
+            )
+        wall = time.perf_counter() - started
+        logs = _collect_logs(scratch / "log")
+        if endpoint is not None and endpoint.server.requests:
+            logs["endpoint.jsonl"] = endpoint.transcript()
+        calls, prompt_tokens, completion_tokens = (
+            endpoint.usage()
+            if endpoint is not None
+            else (outcome.calls or 0, outcome.prompt_tokens or 0, outcome.completion_tokens or 0)
+        )
+    run_name = trajectory_name(spec.run_id)
+    record = RunRecord(
+        spec=spec,
+        corpus_sha256=task.corpus_sha256,
+        answer=outcome.answer,
+        grade=task_spec.grader.grade(outcome.answer),
+        iterations=int(outcome.iterations or 0),
+        calls=calls,
+        prompt_tokens=prompt_tokens,
+        completion_tokens=completion_tokens,
+        wall_seconds=round(wall, 6),
+        error_type=outcome.error_type,
+        error=outcome.error,
+        trajectory=f"trajectories/{run_name}" if trajectory is not None else None,
+        cost_usd=outcome.cost_usd,
+        logs=f"logs/{run_name.removesuffix('.jsonl')}" if logs else None,
+    )
+    return CellResult(record.to_json(), trajectory, logs)
+
+
+async def _run_rlm_compat(
+    job: GridJob, task: TaskInstance, model: str, api_base: str | None, api_key: str | None, scratch: Path
+) -> tuple[TaskOutcome, str | None]:
+    """rlm_compat as an implementation: profile ``fixed`` through litellm, like the others."""
+    from ..core import RLM
+
+    path = scratch / "trajectory.jsonl"
+    rlm = RLM(
+        model,
+        api_base=api_base,
+        api_key=api_key,
+        max_iterations=job.max_iterations,
+        profile=Profile.named("fixed"),
+        isolation=job.isolation,
+        repl_timeout=job.repl_timeout,
+        max_retries=job.max_retries,
+        trajectory_path=path,
+    )
+    result = await rlm.atry_complete_result(task.query, task.context)
+    stats = result.stats
+    cost = stats.get("estimated_cost_usd")
+    outcome = TaskOutcome(
+        answer=result.answer,
+        iterations=int(stats.get("total_iterations", 0)),
+        calls=int(stats.get("llm_calls", 0)),
+        prompt_tokens=int(stats.get("prompt_tokens", 0)),
+        completion_tokens=int(stats.get("completion_tokens", 0)),
+        cost_usd=float(cost) if isinstance(cost, (int, float)) else None,
+        error_type=getattr(result, "error_type", None),
+        error=getattr(result, "error", None),
+    )
+    return outcome, path.read_text(encoding="utf-8") if path.exists() else None
+
+
+_LOG_CAP = 20_000_000  # characters of raw log kept per run
+
+
+def _collect_logs(directory: Path) -> dict[str, str]:
+    """The implementation's raw log files (its stderr, its own trajectory files), by name."""
+    if not directory.is_dir():
+        return {}
+    out: dict[str, str] = {}
+    for path in sorted(directory.rglob("*")):
+        if path.is_file() and ".home" not in path.relative_to(directory).parts:
+            text = path.read_text(encoding="utf-8", errors="replace")
+            if text:
+                out[str(path.relative_to(directory))] = text[:_LOG_CAP]
+    return out
 
 
 class RunLog:

@@ -1,4 +1,5 @@
-"""PNG charts of a grid's summary: pass rate by config and context size, and the ablation bars.
+"""PNG charts of a grid's summary: pass rate by config and context size, the ablation bars, and
+(for grids with implementations or priced runs) iterations, calls and cost by config.
 
 Drawn with matplotlib's object API on the Agg canvas (no pyplot, no display, no global state),
 from the same summary data as the markdown tables. matplotlib is the optional ``research`` extra.
@@ -11,10 +12,11 @@ from typing import Any
 
 from ..errors import ConfigurationError
 
-__all__ = ["ABLATION_CHART", "PASS_RATE_CHART", "write_charts"]
+__all__ = ["ABLATION_CHART", "COST_CHART", "PASS_RATE_CHART", "write_charts"]
 
 PASS_RATE_CHART = "pass_rate.png"
 ABLATION_CHART = "ablation.png"
+COST_CHART = "cost_iterations.png"
 
 
 def _figure(width: float, height: float) -> Any:
@@ -118,6 +120,36 @@ def ablation_chart(summary: dict[str, Any], path: Path) -> None:
     figure.savefig(path, format="png")
 
 
+def cost_chart(summary: dict[str, Any], path: Path) -> None:
+    """Three panels per config (implementations included), one bar per context size: mean
+    iterations, mean model calls, and mean cost in USD (mean tokens where no run was priced, as
+    with the scripted endpoint)."""
+    configs, sizes = summary["configs"], summary["sizes"]
+    cells = {(c["config"], c["size"]): c for c in summary["cells"]}
+    priced = any(c["priced_runs"] for c in summary["cells"])
+    panels = [
+        ("mean_iterations", "mean iterations"),
+        ("mean_calls", "mean model calls"),
+        (
+            "mean_cost_usd" if priced else "mean_tokens",
+            "mean cost (USD)" if priced else "mean tokens (unpriced)",
+        ),
+    ]
+    groups = max(1, len(sizes))
+    width = 0.8 / groups
+    figure = _figure(max(10.0, 1.2 * len(configs) * 3 + 3), 4.2)
+    for p, (key, label) in enumerate(panels):
+        axes = figure.add_subplot(1, len(panels), p + 1)
+        for i, size in enumerate(sizes):
+            positions = [k + (i - (groups - 1) / 2) * width for k in range(len(configs))]
+            values = [float(cells.get((c, size), {}).get(key) or 0.0) for c in configs]
+            axes.bar(positions, values, width=width, label=f"{_size_label(size)} chars")
+        axes.set_xticks(range(len(configs)), configs, rotation=35, ha="right")
+        axes.set_title(label)
+    axes.legend(title="context", loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    figure.savefig(path, format="png")
+
+
 def write_charts(summary: dict[str, Any], out: Path) -> list[str]:
     """Write the charts the summary has data for into ``out``; their file names, in order."""
     written = []
@@ -127,4 +159,9 @@ def write_charts(summary: dict[str, Any], out: Path) -> list[str]:
     if summary["ablation"]:
         ablation_chart(summary, out / ABLATION_CHART)
         written.append(ABLATION_CHART)
+    if any(str(c).startswith("impl:") for c in summary["configs"]) or any(
+        c["priced_runs"] for c in summary["cells"]
+    ):
+        cost_chart(summary, out / COST_CHART)
+        written.append(COST_CHART)
     return written

@@ -26,6 +26,9 @@ __all__ = [
     "CombinePolicy",
     "MultihopPolicy",
     "NeedlePolicy",
+    "OolongPolicy",
+    "PairsPolicy",
+    "SniahPolicy",
     "client_for",
     "policy_for",
 ]
@@ -385,6 +388,144 @@ class CombinePolicy(ScriptedPolicy):
         return str(_sum_counts(_COUNT.findall(text)))
 
 
+# --- paper-style kinds (sniah, oolong, pairs): code over the whole context -------------------
+_RECORD = (
+    r'r"^Date: ([0-9]{4}-[0-9]{2})-[0-9]{2} [|][|] User: ([0-9]+) [|][|] Instance: .*? [|][|] Label: (.+)$"'
+)
+
+
+class _SniahAgent:
+    def __init__(self, key: str) -> None:
+        self.key = key
+
+    def decide(self, state: PolicyState, conversation: Conversation) -> Move | None:
+        peek = _peek(state)
+        if peek is not None:
+            return peek
+        if state.failures["search"] >= 3:
+            return None
+        code = (
+            f'm = re.search(r"special magic numbers? for {re.escape(self.key)} is: ([0-9]+)", context)\n'
+            'print("NUMBER", m.group(1) if m else "NONE")\n'
+            'answer = m.group(1) if m else "not found"'
+        )
+        return Move("search", code, final_var="answer")
+
+    def read(self, state: PolicyState, move: Move, observation: str) -> None:
+        found = last_marked(observation, "NUMBER")
+        if found is not None and found.strip() != "NONE":
+            state.facts["number"] = found.strip()
+
+    def guess(self, state: PolicyState) -> str:
+        return state.facts.get("number", "not found")
+
+
+class SniahPolicy(ScriptedPolicy):
+    """sniah: one regular-expression search for the key's magic number."""
+
+    kind = "sniah"
+
+    def __init__(self, query: str, *, max_errors: int | None = None, variant: int = 0) -> None:
+        super().__init__(query, max_errors=max_errors, variant=variant)
+        self.key = _parse(r"magic number for (\S+) mentioned", query, self.kind).group(1)
+
+    def root(self) -> Agent:
+        return _SniahAgent(self.key)
+
+
+class _OolongAgent:
+    def __init__(self, month: str, label: str) -> None:
+        self.month, self.label = month, label
+
+    def decide(self, state: PolicyState, conversation: Conversation) -> Move | None:
+        avoid = state.avoid
+        peek = _peek(state)
+        if peek is not None:
+            return peek
+        if state.failures["count"] >= 3:
+            return None
+        unpack = "unpack" not in avoid
+        loop = "for month, user, label in rows:\n" if unpack else "for row in rows:\n"
+        month, label = ("month", "label") if unpack else ("row[0]", "row[2]")
+        code = (
+            f"rows = re.findall({_RECORD}, context, re.M)\n"
+            "answer = 0\n"
+            + loop
+            + f'    if {month} == "{self.month}" and {label} == "{self.label}":\n'
+            + f"        {_add(avoid, 'answer', '1')}\n"
+            + 'print(len(rows), "rows;", answer)'
+        )
+        return Move("count", code, final_var="answer")
+
+    def read(self, state: PolicyState, move: Move, observation: str) -> None:
+        found = re.search(r"rows; (\d+)", observation)
+        if found is not None:
+            state.facts["count"] = found.group(1)
+
+    def guess(self, state: PolicyState) -> str:
+        return state.facts.get("count", "0")
+
+
+class OolongPolicy(ScriptedPolicy):
+    """oolong: every record parsed with one pattern, the month's records of the label counted."""
+
+    kind = "oolong"
+
+    def __init__(self, query: str, *, max_errors: int | None = None, variant: int = 0) -> None:
+        super().__init__(query, max_errors=max_errors, variant=variant)
+        found = _parse(r"dated in ([0-9]{4}-[0-9]{2}) have the label '([^']+)'", query, self.kind)
+        self.month, self.label = found.group(1), found.group(2)
+
+    def root(self) -> Agent:
+        return _OolongAgent(self.month, self.label)
+
+
+class _PairsAgent:
+    def __init__(self, label: str) -> None:
+        self.label = label
+
+    def decide(self, state: PolicyState, conversation: Conversation) -> Move | None:
+        peek = _peek(state)
+        if peek is not None:
+            return peek
+        if state.failures["pairs"] >= 3:
+            return None
+        code = (
+            f"rows = re.findall({_RECORD}, context, re.M)\n"
+            "users = []\n"
+            "for row in rows:\n"
+            f'    if row[2] == "{self.label}" and row[1] not in users:\n'
+            "        users.append(row[1])\n"
+            "users.sort()\n"
+            "pairs = []\n"
+            "for i in range(len(users)):\n"
+            "    for j in range(i + 1, len(users)):\n"
+            '        pairs.append("(" + users[i] + ", " + users[j] + ")")\n'
+            'answer = "\\n".join(pairs)\n'
+            'print(len(users), "users;", len(pairs), "pairs")'
+        )
+        return Move("pairs", code, final_var="answer")
+
+    def read(self, state: PolicyState, move: Move, observation: str) -> None:
+        pass
+
+    def guess(self, state: PolicyState) -> str:
+        return "no pairs found"
+
+
+class PairsPolicy(ScriptedPolicy):
+    """pairs: the users having the label, then every pair of them, one per line."""
+
+    kind = "pairs"
+
+    def __init__(self, query: str, *, max_errors: int | None = None, variant: int = 0) -> None:
+        super().__init__(query, max_errors=max_errors, variant=variant)
+        self.label = _parse(r"with the label '([^']+)'", query, self.kind).group(1)
+
+    def root(self) -> Agent:
+        return _PairsAgent(self.label)
+
+
 # --- factory ----------------------------------------------------------------------------------
 
 POLICIES: dict[str, type[ScriptedPolicy]] = {
@@ -392,6 +533,9 @@ POLICIES: dict[str, type[ScriptedPolicy]] = {
     "aggregate": AggregatePolicy,
     "multihop": MultihopPolicy,
     "combine": CombinePolicy,
+    "sniah": SniahPolicy,
+    "oolong": OolongPolicy,
+    "pairs": PairsPolicy,
 }
 """The scripted policy of each task kind."""
 

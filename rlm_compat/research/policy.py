@@ -34,6 +34,7 @@ from .corpus import below, derive_rng
 __all__ = [
     "Agent",
     "Conversation",
+    "Dialect",
     "Move",
     "PolicyState",
     "ScriptedPolicy",
@@ -41,9 +42,12 @@ __all__ = [
     "diagnose",
     "last_marked",
     "read_conversation",
+    "read_dialect",
+    "render",
 ]
 
 _SIZE = re.compile(r"Size: ([0-9,]+) characters")
+_SIZE_IN_QUERY = re.compile(r"of ([0-9,]+) total characters")
 _DEPTH = re.compile(r"Depth: ([0-9]+)")
 _UNDEFINED = re.compile(r"name '(\w+)' is not defined")
 _ERROR_PREFIXES = ("Error:", "Unexpected error:")
@@ -72,6 +76,7 @@ class Conversation:
     size: int = 0
     depth: int = 0
     turns: tuple[tuple[str, str], ...] = ()
+    dialect: Dialect = dataclasses.field(default_factory=lambda: Dialect())
 
 
 def read_conversation(messages: Sequence[Message] | Sequence[dict[str, Any]]) -> Conversation:
@@ -80,21 +85,59 @@ def read_conversation(messages: Sequence[Message] | Sequence[dict[str, Any]]) ->
         return Conversation(leaf=True, query="")
     first = messages[0]
     system = str(first.get("content") or "") if first.get("role") == "system" else ""
+    if "SUBMIT(" in system and "[[ ## repl_history ## ]]" in system:
+        return _read_dspy(system, messages)
     if "Recursive Language Model" not in system:
         users = [str(m.get("content") or "") for m in messages if m.get("role") == "user"]
         return Conversation(leaf=True, query=users[-1] if users else "")
-    size = _SIZE.search(system)
+    rest = list(messages[1:])
+    query = str(rest[0].get("content") or "") if rest else ""
+    # each reply with the message after it (its observation); other user messages (rlms' "Turn
+    # k/N:" prompts) are not observations
+    turns = tuple(
+        (str(m.get("content") or ""), str(rest[i + 1].get("content") or ""))
+        for i, m in enumerate(rest)
+        if m.get("role") == "assistant" and i + 1 < len(rest) and rest[i + 1].get("role") != "assistant"
+    )
+    size = _SIZE.search(system) or _SIZE_IN_QUERY.search(query)
     depth = _DEPTH.search(system)
-    rest = [str(m.get("content") or "") for m in messages[1:]]
-    query = rest[0] if rest else ""
-    turns = tuple(zip(rest[1::2], rest[2::2], strict=False))
     return Conversation(
         leaf=False,
         query=query,
         size=int(size.group(1).replace(",", "")) if size else 0,
         depth=int(depth.group(1)) if depth else 0,
         turns=turns,
+        dialect=read_dialect(system),
     )
+
+
+_DSPY_VARIABLE = re.compile(
+    r"Variable: `(\w+)`.*?Total length: ([0-9,]+) characters\n\s*Preview:\n\s*```\n(.*?)\n\s*```", re.S
+)
+_DSPY_STEP = re.compile(
+    r"=== Step [0-9]+ ===\n.*?Code:\n```python\n(.*?)```\nOutput \([0-9,]+ chars\):\n(.*?)(?=\n=== Step |\Z)",
+    re.S,
+)
+
+
+def _read_dspy(system: str, messages: Sequence[Message] | Sequence[dict[str, Any]]) -> Conversation:
+    """dspy.RLM's layout: one user message holding the variables' previews and the REPL history
+    (each step's code and output), answered in its adapter's fields, ended by ``SUBMIT``."""
+    user = str(messages[-1].get("content") or "")
+    head, _, rest = user.partition("[[ ## repl_history ## ]]")
+    history = rest.partition("[[ ## iteration ## ]]")[0]
+    variables = {m.group(1): (m.group(2), m.group(3)) for m in _DSPY_VARIABLE.finditer(head)}
+    query = "\n".join(line.strip() for line in variables.get("query", ("0", ""))[1].splitlines())
+    size = int(variables.get("context", ("0", ""))[0].replace(",", ""))
+    turns = tuple(
+        (
+            code,
+            "Error: " + out.strip()[len("[Error]") :].strip() if out.lstrip().startswith("[Error]") else out,
+        )
+        for code, out in _DSPY_STEP.findall(history)
+    )
+    dialect = Dialect(fence="python", standalone_final=True, submit=True)
+    return Conversation(leaf=False, query=query, size=size, turns=turns, dialect=dialect)
 
 
 def diagnose(observation: str) -> frozenset[str] | None:
@@ -207,16 +250,98 @@ class Agent(Protocol):
         """The answer it gives up with: the best of what it has."""
 
 
-def render(move: Move, avoid: set[str]) -> str:
-    """The reply text of a move, written as the policy currently believes works."""
+@dataclasses.dataclass(frozen=True)
+class Dialect:
+    """How an implementation's system prompt says replies are written, as a model reads it.
+
+    ``fence``: the code fence's tag (``python``; ``repl`` for rlms; empty for bare code, as
+    recursive-llm 0.5.0 asks). ``standalone_final``: ``FINAL`` / ``FINAL_VAR`` only as a reply of
+    their own, never inside code. ``answer_variable``: the run ends when code sets
+    ``answer["content"]`` and ``answer["ready"] = True`` (rlms from 0.1.2) instead of ``FINAL``.
+    ``avoid``: :func:`diagnose` flags the prompt itself rules out (``import`` when it says ``re``
+    is there and imports are restricted). The default is 2fb46cc's prompt, the one rlm_compat uses.
+    """
+
+    fence: str = "python"
+    standalone_final: bool = False
+    answer_variable: bool = False
+    avoid: frozenset[str] = frozenset()
+    submit: bool = False
+    """dspy.RLM: the run ends with ``SUBMIT(name)`` in code, and every reply is written in its
+    adapter's fields (``[[ ## reasoning ## ]]``, ``[[ ## code ## ]]``, ``[[ ## completed ## ]]``)."""
+
+
+_ANSWER_VARIABLE = re.compile(r"""answer\[["']ready["']\]|["']ready["']\s*:\s*True""")
+
+
+def read_dialect(system: str) -> Dialect:
+    """The :class:`Dialect` a system prompt asks for (what a model follows from reading it)."""
+    if "```repl" in system:
+        fence = "repl"
+    elif re.search(r"(?i)do not wrap it in markdown fences", system):
+        fence = ""
+    else:
+        fence = "python"
+    avoid = set()
+    if re.search(r"(?i)without writing `import re`|imports are (restricted|not allowed)", system):
+        avoid.add("import")
+    return Dialect(
+        fence=fence,
+        standalone_final=bool(re.search(r"(?i)standalone FINAL", system)),
+        answer_variable=bool(_ANSWER_VARIABLE.search(system)),
+        avoid=frozenset(avoid),
+    )
+
+
+def _dspy_fields(code: str) -> str:
+    fields = (
+        "[[ ## reasoning ## ]]\nNext step.",
+        f"[[ ## code ## ]]\n```python\n{code}\n```",
+        "[[ ## completed ## ]]",
+    )
+    return "\n\n".join(fields)
+
+
+def _answer_code(value: str) -> str:
+    return f'answer["content"] = {value}\nanswer["ready"] = True'
+
+
+def render(move: Move, avoid: set[str], dialect: Dialect | None = None) -> str:
+    """The reply text of a move, written as the policy currently believes works, in ``dialect``."""
+    dialect = dialect or Dialect()
+    if move.text is not None and dialect.submit:
+        found = re.fullmatch(r'FINAL\("(.*)"\)|FINAL_VAR\((\w+)\)', move.text, re.S)
+        if found is None:
+            return move.text
+        value = repr(found.group(1)) if found.group(1) is not None else found.group(2)
+        return _dspy_fields(f"SUBMIT({value})")
     if move.text is not None:
-        return move.text
+        if not dialect.answer_variable:
+            return move.text
+        found = re.fullmatch(r'FINAL\("(.*)"\)|FINAL_VAR\((\w+)\)', move.text, re.S)
+        if found is None:
+            return move.text
+        name = "result" if found.group(2) == "answer" else found.group(2)
+        value = repr(found.group(1)) if found.group(1) is not None else f"str({name})"
+        return _fence(_answer_code(value), dialect)
     code = move.code
+    final_var = move.final_var
+    if dialect.answer_variable:  # ``answer`` is the loop's dict there: compute into another name
+        code = re.sub(r"\banswer\b", "result", code)
+        final_var = "result" if final_var == "answer" else final_var
     if "import" not in avoid:  # as in most transcripts, although the prompt says re is there
         code = "import re\n" + code
-    if move.final_var is not None and "final_call" not in avoid:
+    if final_var is not None and dialect.answer_variable:
+        code += "\n" + _answer_code(f"str({final_var})")
+    elif move.final_var is not None and "final_call" not in avoid:
         code += f"\nFINAL_VAR({move.final_var})"
-    return f"```python\n{code}\n```"
+    if dialect.submit:
+        return _dspy_fields(code)
+    return _fence(code, dialect)
+
+
+def _fence(code: str, dialect: Dialect) -> str:
+    return f"```{dialect.fence}\n{code}\n```" if dialect.fence else code
 
 
 def _final_text(answer: str) -> str:
@@ -260,13 +385,18 @@ class ScriptedPolicy:
         conversation = read_conversation(messages)
         if conversation.leaf:
             return self.leaf(conversation.query)
-        agent = self.root() if conversation.query == self.query else self.subtask(conversation.query)
+        # the query is the first user message, or inside it (rlms: "Answer the following: ...")
+        root = conversation.query == self.query or self.query in conversation.query
+        agent = self.root() if root else self.subtask(conversation.query)
         if agent is None:
             return _final_text("I cannot answer that question from this context.")
-        state = PolicyState(avoid=set(self.style.habits))
+        dialect = conversation.dialect
+        state = PolicyState(avoid=set(self.style.habits) | dialect.avoid)
+        if dialect.standalone_final:
+            state.avoid.add("final_call")
         for _, observation in conversation.turns:
             self._learn(agent, state, self._next(agent, state, conversation), observation)
-        return render(self._next(agent, state, conversation), state.avoid)
+        return render(self._next(agent, state, conversation), state.avoid, dialect)
 
     # --- for subclasses -----------------------------------------------------------------------
 

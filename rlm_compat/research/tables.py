@@ -18,11 +18,13 @@ __all__ = ["SUMMARY_SCHEMA", "SUMMARY_VERSION", "markdown", "summarize"]
 SUMMARY_SCHEMA = "rlm_compat.compare.summary"
 SUMMARY_VERSION = 1
 
+_SCORING_GRADERS = ("oolong-numeric", "pairs-f1")
 _ABLATIONS = {"upstream-without": ("upstream", "off_in_upstream"), "fixed-with": ("fixed", "on_in_fixed")}
 
 
 def _figures(records: Sequence[RunRecord]) -> dict[str, Any]:
     passed = sum(r.grade.passed for r in records)
+    priced = [r for r in records if r.cost_usd is not None]
     return {
         "runs": len(records),
         "passed": passed,
@@ -34,6 +36,11 @@ def _figures(records: Sequence[RunRecord]) -> dict[str, Any]:
         "mean_completion_tokens": round(fmean(r.completion_tokens for r in records), 6),
         "mean_tokens": round(fmean(r.prompt_tokens + r.completion_tokens for r in records), 6),
         "mean_wall_seconds": round(fmean(r.wall_seconds for r in records), 6),
+        "mean_score": round(fmean(r.grade.value for r in records), 6),
+        "priced_runs": len(priced),
+        "mean_cost_usd": round(fmean(r.cost_usd for r in priced if r.cost_usd is not None), 8)
+        if priced
+        else None,
     }
 
 
@@ -133,6 +140,13 @@ def _signed(value: float, scale: float = 1.0, suffix: str = "", digits: int = 1)
     return f"{value * scale:+.{digits}f}{suffix}"
 
 
+def _scored(summary: dict[str, Any]) -> bool:
+    """Whether the grid has partial scores, costs or implementations (then a table shows them)."""
+    return any(
+        row["priced_runs"] or str(row["config"]).startswith("impl:") for row in summary["cells"]
+    ) or any(g.split("@")[0] in _SCORING_GRADERS for g in summary["graders"])
+
+
 def markdown(summary: dict[str, Any], charts: Sequence[str] = ()) -> str:
     """``summary.md``: the per-config table, the per (config, size) table, the ablation table."""
     lines = [
@@ -165,6 +179,25 @@ def markdown(summary: dict[str, Any], charts: Sequence[str] = ()) -> str:
             f"{row['mean_iterations']:.2f} | {row['mean_calls']:.2f} | {row['mean_tokens']:.0f} | "
             f"{row['mean_wall_seconds']:.3f} |"
         )
+    if _scored(summary):
+        lines += [
+            "",
+            "## Scores and cost",
+            "",
+            "Mean score: the graders' partial credit (OOLONG's 0.75^|y - y_hat|, OOLONG-Pairs' F1; "
+            "1 or 0 for exact graders). Cost: as the implementation reported it, over priced runs.",
+            "",
+            "| config | context | runs | pass rate | mean score | mean iterations | mean calls "
+            "| mean cost $ | errors |",
+            "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
+        ]
+        for row in summary["cells"]:
+            cost = "-" if row["mean_cost_usd"] is None else f"{row['mean_cost_usd']:.4f}"
+            lines.append(
+                f"| `{row['config']}` | {_size(row['size'])} | {row['runs']} | {_pct(row['pass_rate'])} | "
+                f"{row['mean_score']:.3f} | {row['mean_iterations']:.2f} | {row['mean_calls']:.2f} | "
+                f"{cost} | {row['errors']} |"
+            )
     if summary["ablation"]:
         lines += [
             "",

@@ -17,6 +17,8 @@ Four kinds, each exercising what RLM transcripts do with a long context:
     next to maintenance notes with other number words; the answer is the total. Reading the
     counts is the per-chunk work a model hands to sub-calls (:class:`~.graders.ExactInteger`).
 
+The paper's families (``sniah``, ``oolong``, ``pairs``) live in :mod:`.paper_tasks`.
+
 Every corpus is exactly ``size`` characters and a pure function of ``(kind, size, seed)``
 (:mod:`.corpus` explains how that holds across Python versions). Building is cached per spec, so
 a grid that runs one task under many configurations generates its corpus once per process.
@@ -35,6 +37,7 @@ from ..errors import ConfigurationError
 from .base import Grader, TaskInstance
 from .corpus import FILLER_WORDS, assemble, below, derive_rng, filler, number_words, pick, sha256_text
 from .graders import ExactInteger, ExactText
+from .paper_tasks import PAPER_KINDS, PAPER_SIZES
 
 __all__ = [
     "KINDS",
@@ -69,7 +72,11 @@ class _Built:
 
 
 def size_label(size: int) -> str:
-    """``10k``, ``1m``... as in task ids; other sizes keep their digits (``2500``)."""
+    """``10k``, ``1m``... as in task ids; the paper's token sizes as ``2^13t`` (4 * 2^13
+    characters, :data:`~.paper_tasks.PAPER_SIZES`); other sizes keep their digits (``2500``)."""
+    for label, chars in PAPER_SIZES.items():
+        if size == chars:
+            return label
     if size % 1_000_000 == 0:
         return f"{size // 1_000_000}m"
     if size % 1_000 == 0:
@@ -78,6 +85,8 @@ def size_label(size: int) -> str:
 
 
 def _parse_size(label: str) -> int:
+    if label in PAPER_SIZES:
+        return PAPER_SIZES[label]
     match = re.fullmatch(r"([1-9][0-9]*)([km]?)", label.lower())
     if match is None:
         raise ConfigurationError(f"size {label!r}: write characters as digits with an optional k or m (100k)")
@@ -125,7 +134,7 @@ class GeneratedTask:
 
 def task_from_id(task_id: str) -> GeneratedTask:
     """The spec a task id names: ``needle-100k-s0`` -> GeneratedTask("needle", 100_000, 0)."""
-    match = re.fullmatch(r"([a-z]+)-([0-9]+[km]?)-s([0-9]+)", task_id)
+    match = re.fullmatch(r"([a-z]+)-(2\^[0-9]+t|[0-9]+[km]?)-s([0-9]+)", task_id)
     if match is None:
         raise ConfigurationError(
             f"task id {task_id!r} is not of the form <kind>-<size>-s<seed> (needle-100k-s0)"
@@ -283,5 +292,6 @@ KINDS: dict[str, Callable[[random.Random, int], _Generated]] = {
     "aggregate": _aggregate,
     "multihop": _multihop,
     "combine": _combine,
+    **PAPER_KINDS,
 }
 """Task kinds by name; each generator is ``(rng, size) -> (query, context, answer, grader)``."""

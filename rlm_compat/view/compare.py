@@ -141,6 +141,10 @@ def write_compare(directory: Path, out: Path) -> list[Path]:
                 "calls": _mean([r.calls for r in rs]),
                 "tokens": _mean([r.prompt_tokens + r.completion_tokens for r in rs]),
                 "wall": _mean([r.wall_seconds for r in rs]),
+                "score": _mean([r.grade.value for r in rs]),
+                "cost": _mean([r.cost_usd for r in rs if r.cost_usd is not None])
+                if any(r.cost_usd is not None for r in rs)
+                else None,
             }
         )
     charts = [{"name": p.name, "uri": data_uri_png(p)} for p in sorted(directory.glob("*.png"))]
