@@ -496,7 +496,8 @@ class RLM:
         """A REPL session for the node, the loop in it, and the session's release."""
         loop = asyncio.get_running_loop()
         # One REPL session per node: concurrent runs of one RLM never share a namespace or worker.
-        self.repl = repl = REPLExecutor(config=self.repl_config, api=self.api)
+        # state="worker": the namespace stays in the worker; env names what it holds (see repl.py)
+        self.repl = repl = REPLExecutor(config=self.repl_config, api=self.api, state="worker")
         calls = _SubCalls(self, run, node, loop)
         env = self._build_repl_env(query, context, calls)
         box = _FinalBox(env)

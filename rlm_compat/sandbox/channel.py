@@ -150,12 +150,13 @@ def dumps_plain(value: Any) -> tuple[bytes, bool]:
     else — a function, a class, an instance of one, a module proxy — is replaced by a stand-in
     carrying its type and repr, wherever it sits (``[f, g]`` crosses as a list of two stand-ins).
     """
-    try:
-        data = pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
-        safe_loads(data)
-        return data, False
-    except Exception:
-        pass
+    if type(value) in PLAIN_CLASSES:  # a function or an instance: no failed attempt first
+        try:
+            data = pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
+            safe_loads(data)
+            return data, False
+        except Exception:
+            pass
     buffer = io.BytesIO()
     _StandInPickler(buffer, protocol=pickle.HIGHEST_PROTOCOL).dump(value)
     return buffer.getvalue(), True

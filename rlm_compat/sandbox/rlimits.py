@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from ..config import Limits
 
 __all__ = [
+    "CONTEXT_ROOM",
     "apply_static",
     "cap_address_space",
     "cap_cpu",
@@ -30,6 +31,25 @@ __all__ = [
     "set_address_space",
     "set_cpu",
 ]
+
+CONTEXT_ROOM = 4
+"""Memory a step gets per byte of text the host sent (the context), beyond ``Limits.memory_mb``.
+
+Splitting a text into lines takes 1.5-3 times its size (a ``str`` object per line), a filter or
+``re.findall`` over it a fraction more: so the default limits follow the context, in a worker
+and inline alike, instead of failing on a big context where plain Python succeeds. A runaway
+allocation is still stopped (the allowance is finite, and one huge request fails at once)."""
+HOST_TEXT_MIN = 1 << 20
+"""Only texts at least this long count as the context for :data:`CONTEXT_ROOM` (inline)."""
+
+
+def host_text_bytes(env: dict[str, object]) -> int:
+    """Bytes of the big ``str`` / ``bytes`` values in ``env`` (what the inline guard adds room for)."""
+    total = 0
+    for value in env.values():
+        if type(value) in (str, bytes) and len(value) >= HOST_TEXT_MIN:  # type: ignore[arg-type]
+            total += len(value)  # type: ignore[arg-type]
+    return total
 
 
 def _set_soft(which: int, soft: int) -> None:
