@@ -111,6 +111,9 @@ class ProcessRunner:
         self._hosts: set[str] = set()
         self._unsent: dict[str, str] = {}
         self._held: set[str] = set()
+        self.last_checked: tuple[str, ...] = ()
+        """The variables whose contents the worker looked into after the last step (to tell
+        what changed); a step that names no mutable variable looks into none."""
         self._lock = threading.Lock()
         weakref.finalize(self, _abandon, self._worker)
         _prewarm(config.start_method or "forkserver")
@@ -359,6 +362,7 @@ class ProcessRunner:
 
     def _finish(self, reply: dict[str, Any], env: dict[str, Any]) -> str:
         value: Any
+        self.last_checked = tuple(reply.get("checked", ()))
         aliased = {key: self._sent.get(origin) for key, origin in reply.get("aliases", {}).items()}
         for key in reply["removed"]:
             env.pop(key, None)

@@ -32,13 +32,15 @@ __all__ = [
     "set_cpu",
 ]
 
-CONTEXT_ROOM = 4
+CONTEXT_ROOM = 8
 """Memory a step gets per byte of text the host sent (the context), beyond ``Limits.memory_mb``.
 
-Splitting a text into lines takes 1.5-3 times its size (a ``str`` object per line), a filter or
-``re.findall`` over it a fraction more: so the default limits follow the context, in a worker
-and inline alike, instead of failing on a big context where plain Python succeeds. A runaway
-allocation is still stopped (the allowance is finite, and one huge request fails at once)."""
+Python objects are big next to the text they hold: splitting a log into its lines of ~90
+characters takes about 1.6 times the text, into lines of ~30 about 3 times, into words about 10
+times (a ``str`` object of ~50 bytes plus a pointer per piece). So the default limits follow
+the context, in a worker and inline alike, instead of failing on a big context where plain
+Python succeeds; a runaway allocation is still stopped (the allowance is finite, and one huge
+request fails at once)."""
 HOST_TEXT_MIN = 1 << 20
 """Only texts at least this long count as the context for :data:`CONTEXT_ROOM` (inline)."""
 

@@ -121,6 +121,7 @@ class _Session:
         # None: "env" state, every changed plain value crosses back; else "worker" state, where
         # only small plain values and these names (0.5's ``answer`` dict) cross
         self.shared = shared
+        self.checked: list[str] = []  # the variables the last step's changes() looked into
         self.ns: dict[str, Any] = {}
         # per variable: the object the parent last saw (held, so its id cannot be reused by a
         # new value while we compare against it) and what it is compared by
@@ -249,6 +250,7 @@ class _Session:
         shared = self.shared
         values: dict[str, tuple[str, bool, bytes]] = {}
         aliases: dict[str, str] = {}
+        self.checked = checked = []
         for key, value in ns.items():
             seen, seen_print = known.get(key, (_UNSEEN, None))
             same = seen is value
@@ -260,6 +262,7 @@ class _Session:
                 known[key] = (value, None)
                 self.from_host[key] = value  # the parent holds it under this name too now
                 continue
+            checked.append(key)
             if same and isinstance(seen_print, _Snapshot) and seen_print.matches(value):
                 continue
             if shared is not None and key not in shared and not _small(value):
@@ -411,6 +414,7 @@ def _done(session: _Session, result: dict[str, Any], failed: dict[str, str], tou
         "removed": removed,
         "aliases": aliases,
         "unloadable": failed,
+        "checked": session.checked,
     }
 
 

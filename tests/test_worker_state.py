@@ -1,0 +1,150 @@
+"""Session state lives in the worker: what crosses back after a step, and what a kill loses.
+
+The RLM loop runs its REPL in ``state="worker"``: the parent's ``env`` gets small plain values
+and a stand-in naming the type of everything else. The drop-in's ``REPLExecutor`` keeps
+upstream's contract (``env`` holds the variables) at a cost that follows what the step changed.
+What a step looked into is counted by the worker (``ProcessRunner.last_checked``), never timed.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import pytest
+
+from rlm_compat import RLM
+from rlm_compat.clients import ScriptedClient
+from rlm_compat.config import Limits
+from rlm_compat.errors import REPLError
+from rlm_compat.repl import REPLExecutor
+from rlm_compat.sandbox.process import WorkerObject
+
+pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
+
+CATASTROPHIC = "import re\nre.match(r'(a+)+$', 'a' * 40 + 'b')"
+"""One long C call: only a kill stops it."""
+
+
+def _fence(code: str) -> str:
+    return f"```python\n{code}\n```"
+
+
+def _checked(repl: REPLExecutor) -> tuple[str, ...]:
+    return tuple(repl._runner.last_checked)  # type: ignore[attr-defined]
+
+
+def test_the_rlm_loop_never_receives_the_namespace() -> None:
+    """A step deriving 10 MB of state succeeds with only 256 KiB allowed back to the parent:
+    the big values stay in the worker; the loop still answers FINAL_VAR and SHOW_VARS-style
+    questions through names and types."""
+    seen: dict[str, Any] = {}
+    script = [
+        _fence("lines = context.split('\\n')\nbig = 'x' * 10_000_000\ncount = len(lines)"),
+        _fence("k = 1"),
+        _fence("answer_text = str(count)\nFINAL_VAR('answer_text')"),
+    ]
+    client = ScriptedClient(script)
+    rlm = RLM("scripted", client=client, limits=Limits(reply_bytes=256 << 10))
+    original = REPLExecutor.execute
+
+    def spy(self: REPLExecutor, code: str, env: dict[str, Any], **kwargs: Any) -> str:
+        try:
+            return original(self, code, env, **kwargs)
+        finally:
+            seen.update(env)
+            seen["state"] = self.state
+
+    context = "\n".join(f"line {i}" for i in range(200_000))
+    REPLExecutor.execute = spy  # type: ignore[method-assign]
+    try:
+        assert rlm.complete("how many lines?", context) == "200000"
+    finally:
+        REPLExecutor.execute = original  # type: ignore[method-assign]
+    assert seen["state"] == "worker"
+    assert isinstance(seen["lines"], WorkerObject) and seen["lines"].type_name == "list"
+    assert isinstance(seen["big"], WorkerObject) and seen["big"].type_name == "str"
+    assert seen["count"] == 200_000  # a small plain value crosses (it survives a kill)
+    assert "Error" not in client.calls[2].messages[-1]["content"]
+
+
+def test_a_trivial_step_looks_into_nothing_whatever_the_session_holds() -> None:
+    """Counted, not timed: after a step that names no mutable variable the worker looks into
+    no variable's contents, in either state, with a million-element list in the namespace."""
+    for state in ("worker", "env"):
+        with REPLExecutor(timeout=30, state=state) as repl:
+            env: dict[str, Any] = {"context": "a\nb\n" * 1000}
+            repl.execute("lines = list(range(1_000_000))\nsmall = [1, 2]\nk = 0", env)
+            for n in range(1, 4):
+                repl.execute(f"k = {n}\nprint(len(context))", env)
+                assert _checked(repl) == ("k",), state
+            repl.execute("total = k + 1", env)
+            assert _checked(repl) == ("total",)
+            assert env["total"] == 4
+
+
+def test_worker_state_never_rechecks_a_big_value_even_when_named() -> None:
+    with REPLExecutor(timeout=30, state="worker") as repl:
+        env: dict[str, Any] = {}
+        repl.execute("lines = list(range(1_000_000))\nsmall = [1]", env)
+        repl.execute("lines.append(1)\nsmall.append(2)", env)
+        assert "lines" not in _checked(repl) and "small" in _checked(repl)
+        assert env["small"] == [1, 2] and isinstance(env["lines"], WorkerObject)
+        assert repl.get_variable("lines")[0] is True  # fetched on demand, plain data
+        assert repl.get_variable("lines")[1][-1] == 1
+
+
+def test_env_state_keeps_upstreams_contract_through_every_path_of_change() -> None:
+    """The drop-in's env sees in-place changes made through a function, an alias, a container
+    holding the list, and a mutation named only inside a string (a conservative re-check)."""
+    with REPLExecutor(timeout=30) as repl:
+        env: dict[str, Any] = {}
+        repl.execute("data = [1]\nholder = {'d': data}\nalias = data\ndef add():\n    data.append(2)", env)
+        repl.execute("add()", env)
+        assert env["data"] == [1, 2] and env["holder"] == {"d": [1, 2]} and env["alias"] == [1, 2]
+        repl.execute("holder['d'].append(3)", env)
+        assert env["data"] == [1, 2, 3]
+        repl.execute("alias.append(4)", env)
+        assert env["data"] == [1, 2, 3, 4] and env["holder"]["d"] == [1, 2, 3, 4]
+        repl.execute("x = 'data'", env)
+        assert "data" in _checked(repl)  # named in a string: looked into, at worst needlessly
+
+
+def test_a_killed_step_keeps_small_values_and_names_every_lost_variable() -> None:
+    with REPLExecutor(timeout=1, state="worker") as repl:
+        env: dict[str, Any] = {}
+        repl.execute("n = 41\nsmall = [1, 2]\nbig = list(range(100_000))\ndef f():\n    return 1", env)
+        with pytest.raises(REPLError) as caught:
+            repl.execute(CATASTROPHIC, env)
+        message = str(caught.value)
+        lost = re.search(r"lost with the old worker and are no longer defined: ([^.]+)\.", message)
+        assert lost is not None, message
+        assert set(lost.group(1).split(", ")) == {"big", "f"}
+        assert repl.execute("print(n + 1, small)", env).strip() == "42 [1, 2]"
+        with pytest.raises(REPLError, match="big"):
+            repl.execute("print(len(big))", env)
+
+
+def test_final_var_of_a_gigantic_rendering_is_refused_before_it_is_made() -> None:
+    """A list of a million references to one 900-character string renders to 900 MB: refused
+    in the worker from a count ("at least"), never built, never sent to the parent."""
+    with REPLExecutor(timeout=30, state="worker") as repl:
+        env: dict[str, Any] = {}
+        repl.execute("c = ['y' * 900] * 1_000_000", env)
+        assert isinstance(env["c"], WorkerObject)
+        with pytest.raises(REPLError, match=r"at least \d+ characters long, over the limit"):
+            repl.render(env, "c")
+        assert repl.execute("print(len(c))", env).strip() == "1000000"
+
+
+def test_limits_follow_the_context_and_still_stop_a_runaway() -> None:
+    """memory_mb=16 is far below what splitting a 24 MB context takes, yet the split succeeds
+    (the allowance grows with what the host sent); one huge allocation still fails at once."""
+    context = ("x" * 29 + "\n") * 800_000
+    for isolation in ("process", "inline"):
+        with REPLExecutor(timeout=60, isolation=isolation, limits=Limits(memory_mb=16), state="worker") as repl:
+            env: dict[str, Any] = {"context": context}
+            assert repl.execute("lines = context.split('\\n')\nprint(len(lines))", env).strip() == "800001"
+            if isolation == "process":
+                with pytest.raises(REPLError, match="MemoryError|memory"):
+                    repl.execute("x = bytearray(1 << 40)", env)
