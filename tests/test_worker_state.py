@@ -142,9 +142,11 @@ def test_limits_follow_the_context_and_still_stop_a_runaway() -> None:
     (the allowance grows with what the host sent); one huge allocation still fails at once."""
     context = ("x" * 29 + "\n") * 800_000
     for isolation in ("process", "inline"):
-        with REPLExecutor(timeout=60, isolation=isolation, limits=Limits(memory_mb=16), state="worker") as repl:
+        with REPLExecutor(
+            timeout=60, isolation=isolation, limits=Limits(memory_mb=16), state="worker"
+        ) as repl:
             env: dict[str, Any] = {"context": context}
             assert repl.execute("lines = context.split('\\n')\nprint(len(lines))", env).strip() == "800001"
             if isolation == "process":
-                with pytest.raises(REPLError, match="MemoryError|memory"):
+                with pytest.raises(REPLError, match=r"MemoryError|memory"):
                     repl.execute("x = bytearray(1 << 40)", env)
