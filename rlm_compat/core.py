@@ -504,6 +504,7 @@ class RLM:
         if not self.profile.minimal_env:
             env["FINAL"] = host_call(box.final, "answer")
             env["FINAL_VAR"] = host_call(box.final_var, "answer_var")
+        repl.preload(env)  # the context crosses to the worker during the first model call
 
         self.messages = messages = [
             Message(role="system", content=self._system_prompt(context)),

@@ -161,6 +161,14 @@ class REPLExecutor:
                 if isinstance(answer, dict) and answer.get("ready"):
                     self._final_answer = str(answer.get("content", ""))
 
+    def preload(self, env: dict[str, Any]) -> None:
+        """Start the worker and send it ``env`` in the background, before the first step (the
+        RLM loop calls this before its first model call, so a big context crosses meanwhile).
+        Nothing inline; a failure is reported by the first step."""
+        preload = getattr(self._runner, "preload", None)
+        if preload is not None and not self._aborted.is_set():
+            preload(env)
+
     def render(self, env: dict[str, Any], name: str) -> str:
         """``str(env[name])`` as a final answer, under the same time and memory limits as a step."""
         return self._guard(lambda: self._runner.render(env, name))

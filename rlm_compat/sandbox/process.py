@@ -111,6 +111,7 @@ class ProcessRunner:
         self._hosts: set[str] = set()
         self._unsent: dict[str, str] = {}
         self._held: set[str] = set()
+        self._notes: dict[str, str] = {}  # a preload's values the worker could not take
         self.last_checked: tuple[str, ...] = ()
         """The variables whose contents the worker looked into after the last step (to tell
         what changed); a step that names no mutable variable looks into none."""
@@ -141,6 +142,7 @@ class ProcessRunner:
         _release(self._worker)
         self._channel = None
         self._sent = {}
+        self._notes = {}
 
     def _ensure(self) -> Channel:
         if self._channel is not None:
@@ -187,6 +189,37 @@ class ProcessRunner:
                 self._drop()
             text = self._round_trip(env, timeout, op="step", code=code)
             return f"{notice.strip()}\n{text}" if notice else text
+
+    def preload(self, env: dict[str, Any]) -> None:
+        """Start the worker and send it ``env`` now, in a background thread, so the context
+        crosses while the caller does something else (the RLM loop: its first model call).
+
+        The first step waits for it (the step lock) and then sends only what changed since. A
+        failure here is left for the first step to meet and report.
+        """
+        snapshot = dict(env)  # the caller may change env meanwhile
+        threading.Thread(target=self._preload, args=(snapshot,), name="rlm-preload", daemon=True).start()
+
+    def _preload(self, env: dict[str, Any]) -> None:
+        with self._lock:
+            if self._channel is not None:
+                return
+            try:
+                channel = self._ensure()
+            except REPLError:
+                return
+            fds: list[int] = []
+            try:
+                message = {**self._sync(env, fds), "op": "sync"}
+                channel.send(message, fds)
+                mapped.close_all(fds)
+                reply = channel.recv(time.monotonic() + 60)
+            except (ChannelClosed, ChannelTimeout, MessageTooLarge, OSError, pickle.UnpicklingError):
+                self._drop()
+                return
+            finally:
+                mapped.close_all(fds)
+            self._notes = {**self._unsent, **dict(reply.get("unloadable", {}))}
 
     def render(self, env: dict[str, Any], name: str) -> str:
         """``str()`` of a session variable as a final answer, computed in the worker."""
@@ -390,7 +423,8 @@ class ProcessRunner:
                 self._held.add(key)
             else:
                 self._held.discard(key)
-        unsent = {**self._unsent, **reply["unloadable"]}
+        unsent = {**self._notes, **self._unsent, **reply["unloadable"]}
+        self._notes = {}
         if not unsent:
             return self._outcome(reply["result"])
         note = "\n" + "\n".join(

@@ -447,6 +447,8 @@ def serve(sock: socket.socket) -> None:
             touched = session.touches(message["name"])
             result = _result(runner.render, session.ns, message["name"])
             channel.send(_done(session, result, failed, touched))
+        elif op == "sync":  # a preload: the host's values before the first step
+            channel.send({"op": "synced", "unloadable": session.sync(message)})
         elif op == "fetch":
             found = _fetch(session.ns, message["name"], runner.config.limits.reply_bytes)
             channel.send({"op": "value", "found": found})
