@@ -157,16 +157,19 @@ class REPLExecutor(_Executor):
         )
 
     def _pickled_size(self, name: str, value: Any) -> int | None:
-        """The value's pickled size; remembered for texts, which cannot change in place."""
+        """The value's pickled size; remembered for texts, which cannot change in place, and, with
+        a worker, for any value the last step did not change (the worker says which it did), so
+        sizing the snapshot costs what the step changed, not what the session holds."""
         cached = self._sizes.get(name)
         if cached is not None and cached[0] is value:
-            return cached[1]
+            changed = getattr(self._runner, "last_changed", None)
+            if type(value) in (str, bytes) or (changed is not None and name not in changed):
+                return cached[1]
         try:
             size = len(pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL))
         except Exception:  # not plain data: 0.5.0 leaves it out of the snapshot too
             return None
-        if type(value) in (str, bytes):
-            self._sizes[name] = (value, size)
+        self._sizes[name] = (value, size)
         return size
 
 

@@ -150,3 +150,33 @@ def test_limits_follow_the_context_and_still_stop_a_runaway() -> None:
             if isolation == "process":
                 with pytest.raises(REPLError, match=r"MemoryError|memory"):
                     repl.execute("x = bytearray(1 << 40)", env)
+
+
+def test_the_snapshot_cap_sizes_only_what_the_step_changed(monkeypatch: pytest.MonkeyPatch) -> None:
+    """0.5.0's ``max_snapshot_bytes`` keeps its meaning (smallest first into ``env``), but the
+    values a step left alone are not pickled again to size the snapshot (counted)."""
+    import pickle as real_pickle
+
+    from rlm_compat import repl_v050
+
+    sized: list[int] = []
+
+    class CountingPickle:
+        HIGHEST_PROTOCOL = real_pickle.HIGHEST_PROTOCOL
+
+        @staticmethod
+        def dumps(value: Any, protocol: int | None = None) -> bytes:
+            sized.append(len(value) if isinstance(value, list) else 1)
+            return real_pickle.dumps(value, protocol=protocol)
+
+    monkeypatch.setattr(repl_v050, "pickle", CountingPickle)
+    with repl_v050.REPLExecutor(timeout=30, max_snapshot_bytes=10_000) as repl:
+        env: dict[str, Any] = {}
+        repl.execute("lines = list(range(200_000))\nsmall = [1, 2]", env)
+        assert "lines" not in env and env["small"] == [1, 2]  # over the cap: withheld
+        sized.clear()
+        for n in range(3):
+            repl.execute(f"k = {n}", env)
+        assert sum(sized) <= 3 * 3  # k, and nothing the steps left alone
+        repl.execute("small.append(3)", env)
+        assert env["small"] == [1, 2, 3] and repl.get_variable("lines")[0] is True

@@ -113,6 +113,9 @@ class ProcessRunner:
         self._held: set[str] = set()
         self._notes: dict[str, str] = {}  # a preload's values the worker could not take
         self.last_checked: tuple[str, ...] = ()
+        self.last_changed: frozenset[str] = frozenset()
+        """The variables the last step changed, added or removed in ``env`` (what a caller that
+        sizes or copies ``env`` after a step needs to look at again)."""
         """The variables whose contents the worker looked into after the last step (to tell
         what changed); a step that names no mutable variable looks into none."""
         self._lock = threading.Lock()
@@ -396,6 +399,7 @@ class ProcessRunner:
     def _finish(self, reply: dict[str, Any], env: dict[str, Any]) -> str:
         value: Any
         self.last_checked = tuple(reply.get("checked", ()))
+        self.last_changed = frozenset([*reply["removed"], *reply.get("aliases", {}), *reply["values"]])
         aliased = {key: self._sent.get(origin) for key, origin in reply.get("aliases", {}).items()}
         for key in reply["removed"]:
             env.pop(key, None)
