@@ -108,6 +108,8 @@ def test_env_state_keeps_upstreams_contract_through_every_path_of_change() -> No
         assert env["data"] == [1, 2, 3, 4] and env["holder"]["d"] == [1, 2, 3, 4]
         repl.execute("x = 'data'", env)
         assert "data" in _checked(repl)  # named in a string: looked into, at worst needlessly
+        repl.execute("nothing = None\nkind = int\ndef g():\n    return 1", env)
+        assert env["nothing"] is None and env["kind"] is int and isinstance(env["g"], WorkerObject)
 
 
 def test_a_killed_step_keeps_small_values_and_names_every_lost_variable() -> None:
