@@ -1,6 +1,6 @@
 """Big contexts through the RLM loop: inline, the default worker, and plain ``exec``, in one run.
 
-    python benchmarks/bigcontext_bench.py [--sizes 100,1000] [--timeout 120] [--runs 1]
+    python benchmarks/bigcontext_bench.py [--sizes 100,1000] [--timeout 120] [--runs 3] [--latency 0.5]
 
 The workload (issue 22): a deterministic log-like context of ``--sizes`` MB (lines of ~90
 characters, 1 in 97 an ``ERROR``), then through ``RLM.complete`` with a scripted model:
@@ -12,7 +12,8 @@ characters, 1 in 97 an ``ERROR``), then through ``RLM.complete`` with a scripted
 5. three trivial steps (``k = 1``...) with all of that in the namespace
 6. ``result = ...`` and ``FINAL_VAR(result)``
 
-Each mode runs in its own fresh process (so peak memory is its own): ``inline``
+Each mode runs in its own fresh process (so peak memory is its own; the first size ``--runs``
+times, modes interleaved, cells are medians; the other sizes once): ``inline``
 (``isolation="inline"``), ``default`` (profile ``fixed``'s default: a worker process, state in
 the worker) and ``plain`` (the same code with ``exec`` in one dict, no RLM). Nothing but the
 per-step ``repl_timeout`` differs from the defaults (5 s is upstream's; a 1 GB split alone takes
@@ -165,6 +166,21 @@ def _run_child(mode: str, megabytes: int, timeout: float, latency: float = 0.0) 
     return dict(json.loads(proc.stdout.strip().splitlines()[-1]))
 
 
+def _median_run(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """Per-cell medians of several runs of one mode (peaks: the highest); a failed run wins."""
+    failed = [r for r in runs if "error" in r]
+    if failed:
+        return failed[0]
+    merged = dict(runs[0])
+    merged["steps"] = [statistics.median(r["steps"][i] for r in runs) for i in range(len(STEPS))]
+    merged["total"] = statistics.median(r["total"] for r in runs)
+    merged["parent_peak_mb"] = max(r["parent_peak_mb"] for r in runs)
+    workers = [r["worker_peak_mb"] for r in runs if r["worker_peak_mb"] is not None]
+    merged["worker_peak_mb"] = max(workers) if workers else None
+    merged["runs"] = len(runs)
+    return merged
+
+
 def _ms(seconds: float) -> str:
     return f"{seconds * 1000:.1f}" if seconds < 10 else f"{seconds * 1000:.0f}"
 
@@ -239,6 +255,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", default="100,1000")
     parser.add_argument("--timeout", type=float, default=120.0)
+    parser.add_argument("--runs", type=int, default=3, help="runs of the first size (medians)")
     parser.add_argument("--latency", type=float, default=0.5, help="model latency of the extra rows")
     parser.add_argument("--child")
     args = parser.parse_args()
@@ -251,9 +268,14 @@ def main() -> None:
     print(f"load average before: {' '.join(load)}; python {sys.version.split()[0]}; {os.cpu_count()} CPUs")
     results: dict[tuple[str, int], dict[str, Any]] = {}
     for size in sizes:
-        for mode in ("inline", "default", "plain"):
-            results[(mode, size)] = _run_child(mode, size, args.timeout)
-            print(f"  {mode} {size} MB: {json.dumps(results[(mode, size)])[:300]}", file=sys.stderr)
+        runs: dict[str, list[dict[str, Any]]] = {"inline": [], "default": [], "plain": []}
+        for _ in range(args.runs if size == sizes[0] else 1):
+            for mode in runs:  # interleaved, so load drifts hit every mode alike
+                run = _run_child(mode, size, args.timeout)
+                print(f"  {mode} {size} MB: {json.dumps(run)[:300]}", file=sys.stderr)
+                runs[mode].append(run)
+        for mode, done in runs.items():
+            results[(mode, size)] = _median_run(done)
     slow = {}
     if args.latency:
         for mode in ("inline", "default"):
