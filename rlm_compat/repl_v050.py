@@ -9,7 +9,9 @@ error classes are rlm_compat's own, so ``except`` clauses catch the same objects
 the session's plain-data variables smallest first (by pickled size) up to that many bytes; the
 others stay in the session — later steps, ``SHOW_VARS()`` and :meth:`REPLExecutor.get_variable`
 see them — but not in ``env``. Unlike 0.5.0 the host still holds them (rlm_compat copies every
-plain-data variable back; the cap decides what the caller sees, not what crosses).
+changed plain-data variable back; the cap decides what the caller sees, not what crosses), and
+unlike 0.5.0 a step does not re-pickle every variable to size the snapshot: with a worker, only
+the ones the step changed (the worker says which) are sized again.
 
 0.5.0's ``rlm.repl`` also defines private helpers (``_worker_main``, ``_apply_resource_limits``,
 ``_extract_code``, ``_is_picklable``) that its own tests import at module level. They exist here
