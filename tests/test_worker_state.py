@@ -12,6 +12,8 @@ import re
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from rlm_compat import RLM
 from rlm_compat.clients import ScriptedClient
@@ -182,3 +184,65 @@ def test_the_snapshot_cap_sizes_only_what_the_step_changed(monkeypatch: pytest.M
         assert sum(sized) <= 3 * 3  # k, and nothing the steps left alone
         repl.execute("small.append(3)", env)
         assert env["small"] == [1, 2, 3] and repl.get_variable("lines")[0] is True
+
+
+_SETUP = (
+    "a = [1]\nb = [2]\nd = {'a': a, 'n': 0}\nk = 0\nc = a\n"
+    "def grow():\n    b.append(len(b))\nclass Box:\n    pass\nbox = Box()\nbox.items = a"
+)
+_MOVES = (
+    "k = k + 1",
+    "a.append(k)",
+    "c.append(5)",
+    "d['a'].append(6)",
+    "d['n'] = d['n'] + 1",
+    "grow()",
+    "box.items.append(7)",
+    "c = b",
+    "c = list(c)",
+    "a = [0]",
+    "t = 'a'",
+    "print(len(a))",
+    "x = [v for v in a if v]",
+    "b.sort(reverse=True)",
+)
+
+
+@settings(deadline=None, max_examples=15, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.sampled_from(_MOVES), min_size=1, max_size=6))
+def test_env_matches_inline_whatever_the_step_reaches(moves: list[str]) -> None:
+    """The re-check a step skips is one it could not need: after every step, the worker's
+    ``env`` holds what the same steps leave in an inline ``env`` (in-place changes through
+    aliases, containers, a function and an instance included)."""
+    envs: dict[str, dict[str, Any]] = {"inline": {}, "process": {}}
+    repls = {name: REPLExecutor(timeout=30, isolation=name) for name in envs}
+    try:
+        for code in (_SETUP, *moves):
+            for name, repl in repls.items():
+                repl.execute(code, envs[name])
+            inline, process = ({k: v for k, v in env.items() if k in "abcdkxt"} for env in envs.values())
+            assert process == inline, code
+    finally:
+        for repl in repls.values():
+            repl.close()
+
+
+def test_the_context_crosses_during_the_first_model_call(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The loop sends the context to its worker before asking the model; the first step then
+    sends nothing big (the memory file was written by the preload thread, once)."""
+    import threading
+
+    from rlm_compat.sandbox import mapped
+
+    writers: list[str] = []
+    write = mapped.write
+
+    def spy(value: str | bytes) -> tuple[int, str, int]:
+        writers.append(threading.current_thread().name)
+        return write(value)
+
+    monkeypatch.setattr(mapped, "write", spy)
+    client = ScriptedClient([_fence("n = len(context)"), _fence("FINAL(str(n))")])
+    context = "z" * (4 << 20)
+    assert RLM("scripted", client=client).complete("q", context) == str(len(context))
+    assert writers == ["rlm-preload"]

@@ -197,32 +197,42 @@ class ProcessRunner:
         """Start the worker and send it ``env`` now, in a background thread, so the context
         crosses while the caller does something else (the RLM loop: its first model call).
 
-        The first step waits for it (the step lock) and then sends only what changed since. A
-        failure here is left for the first step to meet and report.
+        The step lock is taken here and handed to the thread, so the first step always comes
+        after the preload (and then sends only what changed since). A failure here is left for
+        the first step to meet and report.
         """
         snapshot = dict(env)  # the caller may change env meanwhile
-        threading.Thread(target=self._preload, args=(snapshot,), name="rlm-preload", daemon=True).start()
+        self._lock.acquire()
+        try:
+            threading.Thread(target=self._preload, args=(snapshot,), name="rlm-preload", daemon=True).start()
+        except BaseException:
+            self._lock.release()
+            raise
 
     def _preload(self, env: dict[str, Any]) -> None:
-        with self._lock:
-            if self._channel is not None:
-                return
-            try:
-                channel = self._ensure()
-            except REPLError:
-                return
-            fds: list[int] = []
-            try:
-                message = {**self._sync(env, fds), "op": "sync"}
-                channel.send(message, fds)
-                mapped.close_all(fds)
-                reply = channel.recv(time.monotonic() + 60)
-            except (ChannelClosed, ChannelTimeout, MessageTooLarge, OSError, pickle.UnpicklingError):
-                self._drop()
-                return
-            finally:
-                mapped.close_all(fds)
-            self._notes = {**self._unsent, **dict(reply.get("unloadable", {}))}
+        try:
+            if self._channel is None:
+                self._send_only(env)
+        finally:
+            self._lock.release()
+
+    def _send_only(self, env: dict[str, Any]) -> None:
+        try:
+            channel = self._ensure()
+        except REPLError:
+            return
+        fds: list[int] = []
+        try:
+            message = {**self._sync(env, fds), "op": "sync"}
+            channel.send(message, fds)
+            mapped.close_all(fds)
+            reply = channel.recv(time.monotonic() + 60)
+        except (ChannelClosed, ChannelTimeout, MessageTooLarge, OSError, pickle.UnpicklingError):
+            self._drop()
+            return
+        finally:
+            mapped.close_all(fds)
+        self._notes = {**self._unsent, **dict(reply.get("unloadable", {}))}
 
     def render(self, env: dict[str, Any], name: str) -> str:
         """``str()`` of a session variable as a final answer, computed in the worker."""
