@@ -113,11 +113,11 @@ class ProcessRunner:
         self._held: set[str] = set()
         self._notes: dict[str, str] = {}  # a preload's values the worker could not take
         self.last_checked: tuple[str, ...] = ()
+        """The variables whose contents the worker looked into after the last step (to tell
+        what changed); a step that names no mutable variable looks into none."""
         self.last_changed: frozenset[str] = frozenset()
         """The variables the last step changed, added or removed in ``env`` (what a caller that
         sizes or copies ``env`` after a step needs to look at again)."""
-        """The variables whose contents the worker looked into after the last step (to tell
-        what changed); a step that names no mutable variable looks into none."""
         self._lock = threading.Lock()
         weakref.finalize(self, _abandon, self._worker)
         _prewarm(config.start_method or "forkserver")
@@ -244,7 +244,8 @@ class ProcessRunner:
     def fetch(self, name: str) -> tuple[bool, Any]:
         """``(True, value)`` of one session variable the worker holds as plain data (fetched
         now, under the step lock), else ``(False, None)``: no worker, no such variable, not plain
-        data, or bigger than ``Limits.reply_bytes``."""
+        data, or bigger than ``Limits.reply_bytes``. A worker that does not answer in time (a
+        model-defined ``__reduce__`` may run while it pickles) is killed; the next step says so."""
         with self._lock:
             channel = self._channel
             if channel is None or channel.closed_by_peer():
@@ -253,7 +254,7 @@ class ProcessRunner:
                 channel.send({"op": "fetch", "name": name})
                 reply = channel.recv(time.monotonic() + max(self.config.timeout, 1.0) + KILL_GRACE)
             except (ChannelClosed, ChannelTimeout, MessageTooLarge, OSError, pickle.UnpicklingError):
-                self._drop()
+                self.abort()  # the next step finds it gone and names what was lost with it
                 return False, None
             data = reply.get("found")
             if not isinstance(data, bytes):
