@@ -501,13 +501,15 @@ class RLM:
         """A REPL session for the node, the loop in it, and the session's release."""
         loop = asyncio.get_running_loop()
         # One REPL session per node: concurrent runs of one RLM never share a namespace or worker.
-        self.repl = repl = REPLExecutor(config=self.repl_config, api=self.api)
+        # state="worker": the namespace stays in the worker; env names what it holds (see repl.py)
+        self.repl = repl = REPLExecutor(config=self.repl_config, api=self.api, state="worker")
         calls = _SubCalls(self, run, node, loop)
         env = self._build_repl_env(query, context, calls)
         box = _FinalBox(env)
         if not self.profile.minimal_env:
             env["FINAL"] = host_call(box.final, "answer")
             env["FINAL_VAR"] = host_call(box.final_var, "answer_var")
+        repl.preload(env)  # the context crosses to the worker during the first model call
 
         self.messages = messages = [
             Message(role="system", content=self._system_prompt(context)),

@@ -34,6 +34,11 @@ class REPLExecutor:
     thread); ``None`` means ``$RLM_COMPAT_ISOLATION`` or the profile's default. ``limits``: a
     :class:`~rlm_compat.config.Limits`; ``memory_limit_mb`` is a shortcut for its ``memory_mb``.
     ``config``: a whole :class:`~rlm_compat.config.ReplConfig` instead of the separate arguments.
+    ``state``: where a worker keeps the session's variables — ``"env"`` (upstream's contract:
+    after each step ``env`` holds every variable, a changed one copied back) or ``"worker"`` (the
+    RLM loop's: ``env`` gets small plain values, and a stand-in naming the type of anything
+    bigger, which stays in the worker; :meth:`get_variable` fetches one on demand). Inline, the
+    variables are in ``env`` either way.
     ``api``: the API preset (:mod:`rlm_compat.compat`; default ``$RLM_COMPAT_API`` or 2fb46cc's);
     under ``"0.5"`` the REPL has ``SHOW_VARS()``, an ``answer`` dict in ``env`` ends a run
     when marked ready (:meth:`pop_final_answer`), and the session keeps its variables whatever
@@ -55,7 +60,10 @@ class REPLExecutor:
         memory_limit_mb: int | object | None = ...,
         config: ReplConfig | None = None,
         api: str | ApiSemantics | None = None,
+        state: str = "env",
     ) -> None:
+        if state not in ("env", "worker"):
+            raise ConfigurationError(f"state must be 'env' or 'worker', not {state!r}")
         if config is None:
             if limits is None:
                 limits = Limits()
@@ -74,7 +82,9 @@ class REPLExecutor:
         if self.api.strip_output_before_limit and not config.strip_output:
             config = config.replace(strip_output=True)
         self.config = config
-        self._runner: Runner = make_runner(config)
+        self.state = state
+        shared = ("answer",) if self.api.answer_object else ()
+        self._runner: Runner = make_runner(config, state=state, shared=shared)
         self._env: dict[str, Any] | None = None
         self._host_names: frozenset[str] = frozenset()
         self._final_answer: str | None = None
@@ -151,6 +161,14 @@ class REPLExecutor:
                 if isinstance(answer, dict) and answer.get("ready"):
                     self._final_answer = str(answer.get("content", ""))
 
+    def preload(self, env: dict[str, Any]) -> None:
+        """Start the worker and send it ``env`` in the background, before the first step (the
+        RLM loop calls this before its first model call, so a big context crosses meanwhile).
+        Nothing inline; a failure is reported by the first step."""
+        preload = getattr(self._runner, "preload", None)
+        if preload is not None and not self._aborted.is_set():
+            preload(env)
+
     def render(self, env: dict[str, Any], name: str) -> str:
         """``str(env[name])`` as a final answer, under the same time and memory limits as a step."""
         return self._guard(lambda: self._runner.render(env, name))
@@ -166,7 +184,12 @@ class REPLExecutor:
         env = self._env
         if env is None:
             raise REPLError("REPL worker is not running: execute a step before get_variable()")
-        if name not in env or _lives_in_worker(env[name]):
+        if name not in env:
+            return False, None
+        if _lives_in_worker(env[name]):
+            fetch = getattr(self._runner, "fetch", None)
+            if self.state == "worker" and fetch is not None:
+                return fetch(name)  # type: ignore[no-any-return]
             return False, None
         return True, env[name]
 

@@ -9,7 +9,9 @@ error classes are rlm_compat's own, so ``except`` clauses catch the same objects
 the session's plain-data variables smallest first (by pickled size) up to that many bytes; the
 others stay in the session — later steps, ``SHOW_VARS()`` and :meth:`REPLExecutor.get_variable`
 see them — but not in ``env``. Unlike 0.5.0 the host still holds them (rlm_compat copies every
-plain-data variable back; the cap decides what the caller sees, not what crosses).
+changed plain-data variable back; the cap decides what the caller sees, not what crosses), and
+unlike 0.5.0 a step does not re-pickle every variable to size the snapshot: with a worker, only
+the ones the step changed (the worker says which) are sized again.
 
 0.5.0's ``rlm.repl`` also defines private helpers (``_worker_main``, ``_apply_resource_limits``,
 ``_extract_code``, ``_is_picklable``) that its own tests import at module level. They exist here
@@ -157,16 +159,19 @@ class REPLExecutor(_Executor):
         )
 
     def _pickled_size(self, name: str, value: Any) -> int | None:
-        """The value's pickled size; remembered for texts, which cannot change in place."""
+        """The value's pickled size; remembered for texts, which cannot change in place, and, with
+        a worker, for any value the last step did not change (the worker says which it did), so
+        sizing the snapshot costs what the step changed, not what the session holds."""
         cached = self._sizes.get(name)
         if cached is not None and cached[0] is value:
-            return cached[1]
+            changed = getattr(self._runner, "last_changed", None)
+            if type(value) in (str, bytes) or (changed is not None and name not in changed):
+                return cached[1]
         try:
             size = len(pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL))
         except Exception:  # not plain data: 0.5.0 leaves it out of the snapshot too
             return None
-        if type(value) in (str, bytes):
-            self._sizes[name] = (value, size)
+        self._sizes[name] = (value, size)
         return size
 
 

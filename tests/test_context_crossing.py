@@ -123,7 +123,8 @@ def test_more_values_than_one_message_maps_are_pickled(
 
 def test_a_context_loads_whatever_the_step_allowance(writes: list[int]) -> None:
     """The host's data is not model code's allocation: a context bigger than ``memory_mb`` sent
-    after the limit was first set still loads, and the allowance holds afterwards."""
+    after the limit was first set still loads, and the allowance (``memory_mb`` plus
+    ``CONTEXT_ROOM`` bytes per byte of context: 400 MB here) holds afterwards."""
     context = "y" * (48 << 20)
     with REPLExecutor(isolation="process", timeout=30, limits=Limits(memory_mb=16)) as ex:
         env: dict[str, Any] = {}
@@ -132,7 +133,7 @@ def test_a_context_loads_whatever_the_step_allowance(writes: list[int]) -> None:
         assert ex.execute("n = len(context)", env) == "Code executed successfully (no output)"
         assert env["n"] == len(context) and writes == [len(context)]
         with pytest.raises(REPLError, match="MemoryError"):
-            ex.execute("big = bytearray(256 << 20)", env)
+            ex.execute("big = bytearray(1 << 30)", env)
         assert ex.execute("print(len(context))", env) == str(len(context))
 
 
@@ -173,14 +174,15 @@ def test_descriptors_come_with_their_message() -> None:
 
 def test_the_allowance_does_not_grow_with_every_resend() -> None:
     """What the host sent counts at its current size: a context replaced five times still leaves
-    model code its ``memory_mb``, not five contexts' worth more."""
+    model code ``memory_mb`` plus ``CONTEXT_ROOM`` times one context (400 MB), not five
+    contexts' worth more (2 GB)."""
     with REPLExecutor(isolation="process", timeout=30, limits=Limits(memory_mb=16)) as ex:
         env: dict[str, Any] = {}
         for i in range(5):
             env["context"] = str(i) * (48 << 20)  # a new value each time: sent again
             ex.execute("n = len(context)", env)
         with pytest.raises(REPLError, match="MemoryError"):
-            ex.execute("big = bytearray(300 << 20)", env)
+            ex.execute("big = bytearray(700 << 20)", env)
         assert ex.execute("print(n)", env) == str(48 << 20)
 
 

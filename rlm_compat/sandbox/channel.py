@@ -19,6 +19,7 @@ import select
 import socket
 import struct
 import time
+import types
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -150,15 +151,26 @@ def dumps_plain(value: Any) -> tuple[bytes, bool]:
     else — a function, a class, an instance of one, a module proxy — is replaced by a stand-in
     carrying its type and repr, wherever it sits (``[f, g]`` crosses as a list of two stand-ins).
     """
-    try:
-        data = pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
-        safe_loads(data)
-        return data, False
-    except Exception:
-        pass
+    if not _never_plain(value):  # a function or a class: no failed attempt first
+        try:
+            data = pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
+            safe_loads(data)
+            return data, False
+        except Exception:
+            pass
     buffer = io.BytesIO()
     _StandInPickler(buffer, protocol=pickle.HIGHEST_PROTOCOL).dump(value)
     return buffer.getvalue(), True
+
+
+def _never_plain(value: Any) -> bool:
+    """Functions, methods, modules and classes other than the plain ones: pickling them by
+    reference only to refuse them later costs a search of every loaded module each time."""
+    if isinstance(value, type):
+        return value not in PLAIN_CLASSES
+    return isinstance(
+        value, (types.FunctionType, types.MethodType, types.BuiltinFunctionType, types.ModuleType)
+    )
 
 
 def short_repr(value: Any, limit: int = 200) -> str:

@@ -199,10 +199,54 @@ def host_call(fn: Callable[..., Any], kind: str = "call") -> HostCall:
 
 
 def bounded_str(value: Any, limit: int | None) -> str:
-    """``str(value)`` as a final answer: a real ``str``, at most ``limit`` characters."""
+    """``str(value)`` as a final answer: a real ``str``, at most ``limit`` characters.
+
+    A plain container whose text would be longer is refused before it is made: a list of a
+    million references to one long string renders to gigabytes, which would cost seconds and
+    the memory to build only to be refused.
+    """
+    if limit is not None:
+        floor = rendered_floor(value, limit)
+        if floor > limit:
+            raise REPLError(Texts.answer_too_long(floor, limit, at_least=True))
     text = str(value)
     if type(text) is not str:  # a str subclass from a model-defined __str__
         text = str.__str__(text)
     if limit is not None and len(text) > limit:
         raise REPLError(Texts.answer_too_long(len(text), limit))
     return text
+
+
+_PLAIN_SEQUENCES = (list, tuple, set, frozenset)
+_MIN_REPR = {int: 1, float: 3, bool: 4, type(None): 4, complex: 2}
+
+
+def rendered_floor(value: Any, limit: int) -> int:
+    """A lower bound of ``len(str(value))`` for plain containers of plain values, counted
+    without making any text; it stops as soon as it passes ``limit`` (so it costs at most about
+    ``limit`` elements). Anything else counts 0 (its text is made and measured as usual)."""
+    kind = type(value)
+    if kind is str:
+        return len(value)
+    if kind not in _PLAIN_SEQUENCES and kind is not dict:
+        return 0
+    total = 0
+    pending = [value]
+    while pending and total <= limit:
+        item = pending.pop()
+        kind = type(item)
+        if kind is str:
+            total += len(item) + 2  # quotes
+        elif kind is bytes:
+            total += len(item) + 3
+        elif kind in _PLAIN_SEQUENCES or kind is dict:
+            n = len(item)
+            total += 2 + max(0, 2 * n - 2) + (2 * n if kind is dict else 0)  # brackets, ", ", ": "
+            if total > limit:
+                break
+            pending.extend(item)
+            if kind is dict:
+                pending.extend(item.values())
+        else:
+            total += _MIN_REPR.get(kind, 0)
+    return total

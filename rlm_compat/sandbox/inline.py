@@ -33,6 +33,7 @@ from .prep import (
     extract,
     user_line,
 )
+from .rlimits import CONTEXT_ROOM, host_text_bytes
 from .texts import NO_CODE, Texts
 from .violations import MemorySignal, SandboxViolation, TimeoutSignal
 
@@ -137,11 +138,10 @@ class InlineRunner:
     ) -> Any:
         """Install the session's guards in ``env``, run ``body`` under the deadline, restore."""
         seconds = self._timeout if timeout is None else min(timeout, self._timeout)
-        deadline = (
-            Deadline(seconds, self._memory_limit)
-            if math.isfinite(seconds) or self._memory_limit is not None
-            else None
-        )
+        memory = self._memory_limit
+        if memory is not None:
+            memory += CONTEXT_ROOM * host_text_bytes(env)
+        deadline = Deadline(seconds, memory) if math.isfinite(seconds) or memory is not None else None
         state = ExecState(
             sink,
             self.config.max_output_chars,

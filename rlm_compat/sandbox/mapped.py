@@ -9,6 +9,9 @@ maps it read-only and builds an ordinary ``str`` (or ``bytes``) from the mapping
 The file has no name and lives only as long as a descriptor to it: once the parent has sent it
 and the worker has read it — or the worker is killed with the message unread — the kernel frees
 it, so no path, a kill included, can leave one behind.
+
+An ASCII ``str`` (CPython stores it as one byte per character, which is also its UTF-8) is
+written straight from its own memory, without the encoding copies: one copy in the parent.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ MAPPED_MIN = 1 << 20
 MAX_MAPPED = 32
 """The most values one message brings as memory files (further ones are pickled)."""
 _CHUNK = 1 << 20
+_BIG_CHUNK = 1 << 24
 _ENCODING = ("utf-8", "surrogatepass")
 _SEALS = ("F_SEAL_SEAL", "F_SEAL_SHRINK", "F_SEAL_GROW", "F_SEAL_WRITE")
 
@@ -75,8 +79,13 @@ def write(value: str | bytes) -> tuple[int, str, int]:
     try:
         if isinstance(value, str):
             kind = "str"
-            for start in range(0, len(value), _CHUNK):
-                _write_all(fd, value[start : start + _CHUNK].encode(*_ENCODING))
+            view = _ascii_view(value)
+            if view is not None:
+                for start in range(0, len(view), _BIG_CHUNK):
+                    _write_all(fd, view[start : start + _BIG_CHUNK])
+            else:
+                for start in range(0, len(value), _CHUNK):
+                    _write_all(fd, value[start : start + _CHUNK].encode(*_ENCODING))
         else:
             kind = "bytes"
             _write_all(fd, value)
@@ -86,6 +95,29 @@ def write(value: str | bytes) -> tuple[int, str, int]:
         os.close(fd)
         raise
     return fd, kind, size
+
+
+def _ascii_view(value: str) -> memoryview | None:
+    """The bytes of an ASCII ``str`` in place (CPython's compact ASCII layout), or None.
+
+    Only for an exact ``str`` on CPython whose ``isascii()`` (a flag, no scan) holds; the view is
+    checked against the text's first and last characters before use, so a layout this does not
+    know falls back to encoding. The caller keeps ``value`` alive while it uses the view.
+    """
+    if type(value) is not str or sys.implementation.name != "cpython" or not value.isascii():
+        return None
+    if len(value) < _CHUNK:
+        return None
+    try:
+        import ctypes
+
+        offset = sys.getsizeof("") - 1  # the object's header; the characters follow it
+        view = memoryview((ctypes.c_char * len(value)).from_address(id(value) + offset)).cast("B")
+    except (ImportError, TypeError, ValueError, OSError):
+        return None
+    if view[:16].tobytes() != value[:16].encode() or view[-16:].tobytes() != value[-16:].encode():
+        return None
+    return view
 
 
 def read(fd: int, kind: str, size: int) -> str | bytes:

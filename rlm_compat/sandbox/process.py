@@ -10,14 +10,19 @@ of the host. The worker runs the same :class:`~.inline.InlineRunner` with the sa
 How the session is kept: the worker holds the namespace. Before each step the parent sends the
 ``env`` entries that changed since the last step (pickled; a big ``str`` or ``bytes``, such as
 the context, as a sealed memory file, see :mod:`.mapped`; modules by name; host functions by
-name), so a context crosses once per session, never per step. After it, the worker sends back
-each changed variable, and ``env`` gets those it can take as plain data
-(:func:`~.channel.safe_loads`: the parent never unpickles anything else a worker sends). The
-rest (functions, classes, instances of them, other objects) stays in the worker and appears in
-``env`` as a :class:`WorkerObject`. Only host functions (:class:`~.hostcall.HostCall`, or plain
-callables the host itself put in ``env`` that cannot be pickled) call back into the parent;
-nothing that came from the worker ever runs here. When a worker is killed, its WorkerObjects
-are lost: the step's error says which, and they leave ``env``.
+name), so a context crosses once per session, never per step. After it, what comes back
+depends on the session's state (:data:`STATES`). In ``"env"`` state (the drop-in's
+``REPLExecutor``) the worker sends back each changed variable, and ``env`` gets those it can take
+as plain data (:func:`~.channel.safe_loads`: the parent never unpickles anything else a worker
+sends). In ``"worker"`` state (the RLM loop) only small plain values come back (at most
+:data:`~.worker.KEEP_BYTES` pickled); ``env`` names everything else by a :class:`WorkerObject`,
+so the namespace never crosses as a whole and a step costs the same whatever the session holds.
+The rest (functions, classes, instances of them, other objects) stays in the worker and appears
+in ``env`` as a :class:`WorkerObject`. Only host functions (:class:`~.hostcall.HostCall`, or
+plain callables the host itself put in ``env`` that cannot be pickled) call back into the
+parent; nothing that came from the worker ever runs here. When a worker is killed, its
+WorkerObjects are lost: the step's error names each of them, and they leave ``env``; the plain
+values ``env`` holds go to the next worker as they were before the failed step.
 """
 
 from __future__ import annotations
@@ -29,6 +34,7 @@ import threading
 import time
 import types
 import weakref
+from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 from .. import errors as _errors
@@ -42,7 +48,13 @@ if TYPE_CHECKING:
     from ..config import ReplConfig
     from .spawn import WorkerHandle
 
-__all__ = ["KILL_GRACE", "ProcessRunner", "WorkerObject"]
+__all__ = ["KILL_GRACE", "STATES", "ProcessRunner", "WorkerObject"]
+
+STATES = ("env", "worker")
+"""Where a session's variables live: ``"env"``, in the caller's ``env`` too (every changed plain
+value crosses back after a step: the drop-in's contract); ``"worker"``, in the worker only
+(``env`` gets small plain values and a :class:`WorkerObject` naming the type of everything else;
+the RLM loop's state, so nothing proportional to what the model derived ever crosses)."""
 
 KILL_GRACE = 0.5
 """Seconds past a step's timeout before its worker is killed (the worker's own deadline stops
@@ -86,8 +98,12 @@ class _WorkerDied(Exception):
 class ProcessRunner:
     """The parent side of one session: its worker, started on first use, replaced after a kill."""
 
-    def __init__(self, config: ReplConfig) -> None:
+    def __init__(self, config: ReplConfig, *, state: str = "env", shared: Iterable[str] = ()) -> None:
+        if state not in STATES:
+            raise ValueError(f"state must be one of {STATES}, not {state!r}")
         self.config = config
+        self.state = state
+        self._shared = None if state == "env" else sorted(set(shared))
         self._texts = Texts(config.profile)
         self._worker: list[Any] = [None]  # [WorkerHandle | None], shared with the finalizer
         self._channel: Channel | None = None
@@ -95,6 +111,13 @@ class ProcessRunner:
         self._hosts: set[str] = set()
         self._unsent: dict[str, str] = {}
         self._held: set[str] = set()
+        self._notes: dict[str, str] = {}  # a preload's values the worker could not take
+        self.last_checked: tuple[str, ...] = ()
+        """The variables whose contents the worker looked into after the last step (to tell
+        what changed); a step that names no mutable variable looks into none."""
+        self.last_changed: frozenset[str] = frozenset()
+        """The variables the last step changed, added or removed in ``env`` (what a caller that
+        sizes or copies ``env`` after a step needs to look at again)."""
         self._lock = threading.Lock()
         weakref.finalize(self, _abandon, self._worker)
         _prewarm(config.start_method or "forkserver")
@@ -122,6 +145,7 @@ class ProcessRunner:
         _release(self._worker)
         self._channel = None
         self._sent = {}
+        self._notes = {}
 
     def _ensure(self) -> Channel:
         if self._channel is not None:
@@ -137,7 +161,7 @@ class ProcessRunner:
         self._worker[0] = handle
         channel = Channel(handle.sock, trusted=False, max_incoming=limits.reply_bytes)
         try:
-            channel.send({"op": "init", "protocol": PROTOCOL, "config": config})
+            channel.send({"op": "init", "protocol": PROTOCOL, "config": config, "shared": self._shared})
             reply = channel.recv(time.monotonic() + 30)
         except (ChannelClosed, ChannelTimeout, OSError) as exc:
             self._drop()
@@ -169,12 +193,76 @@ class ProcessRunner:
             text = self._round_trip(env, timeout, op="step", code=code)
             return f"{notice.strip()}\n{text}" if notice else text
 
+    def preload(self, env: dict[str, Any]) -> None:
+        """Start the worker and send it ``env`` now, in a background thread, so the context
+        crosses while the caller does something else (the RLM loop: its first model call).
+
+        The step lock is taken here and handed to the thread, so the first step always comes
+        after the preload (and then sends only what changed since). A failure here is left for
+        the first step to meet and report.
+        """
+        snapshot = dict(env)  # the caller may change env meanwhile
+        self._lock.acquire()
+        try:
+            threading.Thread(target=self._preload, args=(snapshot,), name="rlm-preload", daemon=True).start()
+        except BaseException:
+            self._lock.release()
+            raise
+
+    def _preload(self, env: dict[str, Any]) -> None:
+        try:
+            if self._channel is None:
+                self._send_only(env)
+        finally:
+            self._lock.release()
+
+    def _send_only(self, env: dict[str, Any]) -> None:
+        try:
+            channel = self._ensure()
+        except REPLError:
+            return
+        fds: list[int] = []
+        try:
+            message = {**self._sync(env, fds), "op": "sync"}
+            channel.send(message, fds)
+            mapped.close_all(fds)
+            reply = channel.recv(time.monotonic() + 60)
+        except (ChannelClosed, ChannelTimeout, MessageTooLarge, OSError, pickle.UnpicklingError):
+            self._drop()
+            return
+        finally:
+            mapped.close_all(fds)
+        self._notes = {**self._unsent, **dict(reply.get("unloadable", {}))}
+
     def render(self, env: dict[str, Any], name: str) -> str:
         """``str()`` of a session variable as a final answer, computed in the worker."""
         with self._lock:
             if name not in env:
                 raise FinalVarMissingError(f"Variable '{name}' not found in REPL environment")
             return self._round_trip(env, None, op="render", name=name)
+
+    def fetch(self, name: str) -> tuple[bool, Any]:
+        """``(True, value)`` of one session variable the worker holds as plain data (fetched
+        now, under the step lock), else ``(False, None)``: no worker, no such variable, not plain
+        data, or bigger than ``Limits.reply_bytes``. A worker that does not answer in time (a
+        model-defined ``__reduce__`` may run while it pickles) is killed; the next step says so."""
+        with self._lock:
+            channel = self._channel
+            if channel is None or channel.closed_by_peer():
+                return False, None
+            try:
+                channel.send({"op": "fetch", "name": name})
+                reply = channel.recv(time.monotonic() + max(self.config.timeout, 1.0) + KILL_GRACE)
+            except (ChannelClosed, ChannelTimeout, MessageTooLarge, OSError, pickle.UnpicklingError):
+                self.abort()  # the next step finds it gone and names what was lost with it
+                return False, None
+            data = reply.get("found")
+            if not isinstance(data, bytes):
+                return False, None
+            try:
+                return True, safe_loads(data)
+            except Exception:
+                return False, None
 
     def _round_trip(self, env: dict[str, Any], timeout: float | None, **request: Any) -> str:
         """Sync ``env``, send ``request``, serve host calls, take the changes back."""
@@ -320,6 +408,9 @@ class ProcessRunner:
         return {"op": "return", "value": result}
 
     def _finish(self, reply: dict[str, Any], env: dict[str, Any]) -> str:
+        value: Any
+        self.last_checked = tuple(reply.get("checked", ()))
+        self.last_changed = frozenset([*reply["removed"], *reply.get("aliases", {}), *reply["values"]])
         aliased = {key: self._sent.get(origin) for key, origin in reply.get("aliases", {}).items()}
         for key in reply["removed"]:
             env.pop(key, None)
@@ -334,17 +425,21 @@ class ProcessRunner:
             env[key] = value
             self._sent[key] = value
         for key, (type_name, kept, data) in reply["values"].items():
-            try:
-                value = safe_loads(data, functools.partial(WorkerObject, key))
-            except Exception:  # a worker that sends something else keeps it
-                value, kept = WorkerObject(key, type_name), True
+            if kept and not data:  # stays in the worker (too big to cross, or not plain data)
+                value = WorkerObject(key, type_name)
+            else:
+                try:
+                    value = safe_loads(data, functools.partial(WorkerObject, key))
+                except Exception:  # a worker that sends something else keeps it
+                    value, kept = WorkerObject(key, type_name), True
             env[key] = value
             self._sent[key] = value
             if kept:
                 self._held.add(key)
             else:
                 self._held.discard(key)
-        unsent = {**self._unsent, **reply["unloadable"]}
+        unsent = {**self._notes, **self._unsent, **reply["unloadable"]}
+        self._notes = {}
         if not unsent:
             return self._outcome(reply["result"])
         note = "\n" + "\n".join(

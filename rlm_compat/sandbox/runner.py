@@ -8,6 +8,7 @@ whole :class:`~rlm_compat.config.ReplConfig`, answer with the same texts
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
@@ -37,12 +38,13 @@ class Runner(Protocol):
         """Stop a running step from another thread without waiting for it (kill its worker)."""
 
 
-def make_runner(config: ReplConfig) -> Runner:
-    """The runner ``config.isolation`` asks for."""
+def make_runner(config: ReplConfig, *, state: str = "env", shared: Iterable[str] = ()) -> Runner:
+    """The runner ``config.isolation`` asks for; ``state`` and ``shared``: where a worker's
+    session keeps its variables (see :data:`.process.STATES`; inline, they are in ``env``)."""
     if config.in_process:
         from .process import ProcessRunner
 
-        return ProcessRunner(config)
+        return ProcessRunner(config, state=state, shared=shared)
     from .inline import InlineRunner
 
     return InlineRunner(config)

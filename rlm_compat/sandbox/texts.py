@@ -131,10 +131,12 @@ class Texts:
         )
 
     @staticmethod
-    def answer_too_long(length: int, limit: int) -> str:
-        """FINAL / FINAL_VAR produced an answer over ``Limits.answer_chars``."""
+    def answer_too_long(length: int, limit: int, *, at_least: bool = False) -> str:
+        """FINAL / FINAL_VAR produced an answer over ``Limits.answer_chars`` (``at_least``: the
+        length was counted without making the text, up to past the limit)."""
+        size = f"at least {length}" if at_least else str(length)
         return (
-            f"the final answer is {length} characters long, over the limit of {limit} "
+            f"the final answer is {size} characters long, over the limit of {limit} "
             "(Limits.answer_chars); answer with a shorter text"
         )
 

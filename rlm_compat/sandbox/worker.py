@@ -8,9 +8,16 @@ deadline (a single long C call) or the worker breaks a limit. Host functions are
 back into the parent, where the real function runs.
 
 Per step the parent sends what changed in its ``env`` (pickled values, modules by name, host
-functions by name and kind); the worker answers with the observation and every variable that
+functions by name and kind); the worker answers with the observation and the variables that
 changed, each pickled on its own so one value that cannot cross (a function, a class, an
 instance of one) stays here as an opaque entry instead of failing the step.
+
+How much crosses back depends on the session's *state* (see :class:`_Session`): ``"env"`` (the
+drop-in's contract: the caller's ``env`` holds the variables) sends every changed plain value;
+``"worker"`` (the RLM loop) sends only small plain values (the ones a killed worker's successor
+gets back) and, for everything else, its name and type. Either way a step's cost follows what
+it changed: a step whose code names no mutable variable (``k = 2``, ``print(len(context))``)
+re-checks nothing, and in ``"worker"`` state a big value is never re-checked at all.
 """
 
 from __future__ import annotations
@@ -19,6 +26,7 @@ import importlib
 import operator
 import os
 import pickle
+import re
 import socket
 from typing import Any
 
@@ -48,6 +56,38 @@ _PARENTS = b"parent"
 """Digest of the parent's own entries (modules, host functions): never reported back while kept."""
 _MIN_STEP_ROOM = 32 << 20
 """Address space a step always gets, even when the session already holds its whole allowance."""
+_HELD = b"held"
+"""Fingerprint of a value that stays in the worker (``"worker"`` state): never re-checked."""
+KEEP_BYTES = 64 << 10
+"""``"worker"`` state: a plain value whose pickle is at most this long crosses back (and so
+survives a killed worker); anything bigger stays here, the parent gets its name and type."""
+KEEP_ITEMS = 4096
+"""``"worker"`` state: a container holding more elements (counted through nesting) stays here."""
+_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_OPEN_DOORS = frozenset(
+    {
+        "globals",
+        "vars",
+        "locals",
+        "eval",
+        "exec",
+        "compile",
+        "import",
+        "getattr",
+        "setattr",
+        "delattr",
+        "gc",
+        "f_globals",
+        "f_locals",
+        "f_back",
+        "tb_frame",
+        "gi_frame",
+        "cr_frame",
+        "ag_frame",
+    }
+)
+"""Words that make a step's reach unknowable from its text (any reference to the namespace or
+to frames): such a step re-checks every variable it could have changed."""
 
 
 class _Remote:
@@ -75,9 +115,13 @@ host_code(_Remote.__call__)
 class _Session:
     """The worker's state: its namespace and what the parent already knows of it."""
 
-    def __init__(self, channel: Channel, runner: InlineRunner) -> None:
+    def __init__(self, channel: Channel, runner: InlineRunner, shared: frozenset[str] | None = None) -> None:
         self.channel = channel
         self.runner = runner
+        # None: "env" state, every changed plain value crosses back; else "worker" state, where
+        # only small plain values and these names (0.5's ``answer`` dict) cross
+        self.shared = shared
+        self.checked: list[str] = []  # the variables the last step's changes() looked into
         self.ns: dict[str, Any] = {}
         # per variable: the object the parent last saw (held, so its id cannot be reused by a
         # new value while we compare against it) and what it is compared by
@@ -164,41 +208,84 @@ class _Session:
         else:
             self.from_host.pop(key, None)
 
-    def changes(self) -> tuple[dict[str, tuple[str, bool, bytes]], list[str], dict[str, str]]:
+    def touches(self, code: str) -> bool:
+        """Whether a step running ``code`` could change a mutable value the session already holds.
+
+        Told from the text alone, before the step runs: it could only if it names a variable
+        bound to something mutable (a list, a function that may mutate one, an instance...), or
+        uses a word that reaches the namespace or frames another way. Words in strings and
+        comments count too (never a missed change, at worst a needless re-check).
+        """
+        words = set(_IDENTIFIER.findall(code))
+        if not words.isdisjoint(_OPEN_DOORS) or any("__" in word for word in words):
+            return True
+        known = self.known
+        for word in words:
+            entry = known.get(word)
+            if entry is not None and not isinstance(entry[0], _ATOMIC) and entry[1] != _PARENTS:
+                return True
+        return False
+
+    def changes(
+        self, touched: bool = True
+    ) -> tuple[dict[str, tuple[str, bool, bytes]], list[str], dict[str, str]]:
         """What the step changed: ``(type, kept here, pickle)`` per variable, removed names, and
         aliases: variables now bound to a big text the host sent as another, still unchanged,
-        variable (``text = context``), named instead of sent back."""
+        variable (``text = context``), named instead of sent back.
+
+        ``touched``: what :meth:`touches` said of the step's code. When False, a value still
+        bound to the same object is not looked into (nothing could have reached it), unless the
+        step unbound some mutable value (a finalizer may have run). A kept value (``b""``, kept)
+        stays here; the parent holds a stand-in naming its type.
+        """
         ns = self.ns
+        known = self.known
         self.from_host = {k: v for k, v in self.from_host.items() if ns.get(k) is v}
         origins = {id(v): k for k, v in self.from_host.items()}  # alive: held in from_host
+        if not touched:
+            touched = any(
+                ns.get(key, _UNSEEN) is not seen and not isinstance(seen, _ATOMIC) and seen_print != _PARENTS
+                for key, (seen, seen_print) in known.items()
+            )
+        shared = self.shared
         values: dict[str, tuple[str, bool, bytes]] = {}
         aliases: dict[str, str] = {}
+        self.checked = checked = []
         for key, value in ns.items():
-            seen, seen_print = self.known.get(key, (_UNSEEN, None))
+            seen, seen_print = known.get(key, (_UNSEEN, None))
             same = seen is value
-            if same and (isinstance(value, _ATOMIC) or seen_print == _PARENTS):
+            if same and (not touched or isinstance(value, _ATOMIC) or seen_print in (_PARENTS, _HELD)):
                 continue
             origin = origins.get(id(value))
             if origin is not None and origin != key:
                 aliases[key] = origin
-                self.known[key] = (value, None)
+                known[key] = (value, None)
                 self.from_host[key] = value  # the parent holds it under this name too now
                 continue
+            checked.append(key)
             if same and isinstance(seen_print, _Snapshot) and seen_print.matches(value):
+                continue
+            if shared is not None and key not in shared and not _small(value):
+                values[key] = (type(value).__qualname__, True, b"")
+                known[key] = (value, _HELD)
                 continue
             snapshot = _Snapshot.of(value)
             try:
                 data, kept = dumps_plain(value)
             except Exception:  # too deep (RecursionError) or too big (MemoryError) to pickle
                 data, kept = b"", True  # the parent makes a bare stand-in of what it cannot load
-            print_ = snapshot if snapshot is not None else _digest(data)
+            print_: object
+            if shared is not None and key not in shared and len(data) > KEEP_BYTES:
+                data, kept, print_ = b"", True, _HELD
+            else:
+                print_ = snapshot if snapshot is not None else _digest(data)
             if same and seen_print == print_:
                 continue
             values[key] = (type(value).__qualname__, kept, data)
-            self.known[key] = (value, print_)
-        removed = [k for k in self.known if k not in self.ns]
+            known[key] = (value, print_)
+        removed = [k for k in known if k not in ns]
         for key in removed:
-            del self.known[key]
+            del known[key]
         return values, removed, aliases
 
     def cap(self) -> None:
@@ -212,7 +299,7 @@ class _Session:
             now = rlimits.fast_address_space()
             if now is not None:
                 received = sum(self.sizes.values())  # a resent value replaces its old size
-                total = self.base_vm + (limits.memory_mb << 20) + 2 * received
+                total = self.base_vm + (limits.memory_mb << 20) + (1 + rlimits.CONTEXT_ROOM) * received
                 total = max(total, now + _MIN_STEP_ROOM)
                 if total != self.as_limit:
                     rlimits.set_address_space(total)
@@ -222,6 +309,39 @@ class _Session:
             if self.cpu_limit is None or self.cpu_limit - used < limits.cpu_seconds / 2:
                 self.cpu_limit = int(used) + 1 + limits.cpu_seconds
                 rlimits.set_cpu(self.cpu_limit)
+
+
+def _small(value: Any) -> bool:
+    """Whether ``value`` is small enough to cross back in ``"worker"`` state (at most
+    :data:`KEEP_ITEMS` elements through nesting, no text over :data:`KEEP_BYTES`); its pickle's
+    length decides the rest. Stops as soon as it is too big: the cost never follows the value."""
+    if isinstance(value, (str, bytes)):
+        return len(value) <= KEEP_BYTES
+    if isinstance(value, _ATOMIC):
+        return True
+    budget = KEEP_ITEMS
+    pending = [value]
+    while pending:
+        item = pending.pop()
+        kind = type(item)
+        if kind is str or kind is bytes:
+            budget -= 1 + len(item) // 64
+        elif kind is list or kind is tuple or kind is set or kind is frozenset:
+            budget -= 1 + len(item)
+            if budget < 0:
+                return False
+            pending.extend(i for i in item if not isinstance(i, _ATOMIC) or type(i) in (str, bytes))
+        elif kind is dict:
+            budget -= 1 + 2 * len(item)
+            if budget < 0:
+                return False
+            pending.extend(item)
+            pending.extend(item.values())
+        else:
+            budget -= 1
+        if budget < 0:
+            return False
+    return True
 
 
 def _digest(data: bytes) -> bytes:
@@ -285,8 +405,8 @@ def _result(call: Any, *args: Any) -> dict[str, Any]:
         return {"ok": False, "error": type(exc).__name__, "text": str(exc)}
 
 
-def _done(session: _Session, result: dict[str, Any], failed: dict[str, str]) -> dict[str, Any]:
-    values, removed, aliases = session.changes()
+def _done(session: _Session, result: dict[str, Any], failed: dict[str, str], touched: bool) -> dict[str, Any]:
+    values, removed, aliases = session.changes(touched)
     return {
         "op": "done",
         "result": result,
@@ -294,6 +414,7 @@ def _done(session: _Session, result: dict[str, Any], failed: dict[str, str]) -> 
         "removed": removed,
         "aliases": aliases,
         "unloadable": failed,
+        "checked": session.checked,
     }
 
 
@@ -305,7 +426,8 @@ def serve(sock: socket.socket) -> None:
         channel.send({"op": "refused", "protocol": PROTOCOL})
         return
     runner = InlineRunner(init["config"], memory_guard=False)
-    session = _Session(channel, runner)
+    shared = init.get("shared")
+    session = _Session(channel, runner, None if shared is None else frozenset(shared))
     channel.send({"op": "ready", "pid": os.getpid()})
     while True:
         try:
@@ -316,15 +438,34 @@ def serve(sock: socket.socket) -> None:
         if op == "step":
             failed = session.sync(message)
             session.cap()
+            touched = session.touches(message["code"])
             result = _result(runner.execute, message["code"], session.ns)
-            channel.send(_done(session, result, failed))
+            channel.send(_done(session, result, failed, touched))
         elif op == "render":
             failed = session.sync(message)
             session.cap()
+            touched = session.touches(message["name"])
             result = _result(runner.render, session.ns, message["name"])
-            channel.send(_done(session, result, failed))
+            channel.send(_done(session, result, failed, touched))
+        elif op == "sync":  # a preload: the host's values before the first step
+            channel.send({"op": "synced", "unloadable": session.sync(message)})
+        elif op == "fetch":
+            found = _fetch(session.ns, message["name"], runner.config.limits.reply_bytes)
+            channel.send({"op": "value", "found": found})
         else:
             channel.send({"op": "refused", "protocol": PROTOCOL})
+
+
+def _fetch(ns: dict[str, Any], name: str, limit: int | None) -> bytes | None:
+    """One variable as plain data (``get_variable``); None when absent, not plain data, or
+    bigger than the parent reads (``Limits.reply_bytes``)."""
+    if name not in ns:
+        return None
+    try:
+        data, kept = dumps_plain(ns[name])
+    except Exception:
+        return None
+    return None if kept or (limit is not None and len(data) > limit - 4096) else data
 
 
 def zygote_prewarm() -> None:
