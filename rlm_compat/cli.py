@@ -55,6 +55,9 @@ def build_parser() -> argparse.ArgumentParser:
     from .research.compare_cli import register as register_compare
 
     register_compare(commands)
+    from .serve.cli import register as register_serve
+
+    register_serve(commands)
     return parser
 
 
