@@ -344,7 +344,8 @@ class _Server:
                 try:
                     text = await asyncio.to_thread(self.documents.read_file, name)
                 except (EnvironmentAccessError, OSError, UnicodeDecodeError) as exc:
-                    raise bad(f"document {name!r}: {exc}", param="rlm.documents") from None
+                    why = "not UTF-8 text" if isinstance(exc, UnicodeDecodeError) else _unreadable(exc)
+                    raise bad(f"document {name!r}: {why}", param="rlm.documents") from None
                 parts.append(f"==> {name} <==\n{text}")
         if chat.context is not None:
             parts.append(chat.context)
@@ -388,6 +389,7 @@ class _Server:
                 max_concurrent_subcalls=spec.max_concurrent_subcalls,
                 on_event=progress,
                 **chat.budget,
+                **({} if spec.request_timeout is None else {"timeout": spec.request_timeout}),
             )
             result = await rlm.atry_complete_result(chat.query, context)
         except asyncio.CancelledError:
@@ -515,6 +517,15 @@ def _progress_line(event: TrajectoryEvent) -> str:
         "elapsed_seconds": event.elapsed_seconds,
     }
     return "rlm-progress " + json.dumps({**envelope, **shown}, default=repr)
+
+
+def _unreadable(exc: Exception) -> str:
+    """Why a named document cannot be read, without the server's own paths."""
+    if isinstance(exc, EnvironmentAccessError) and "leaves" in str(exc):
+        return "outside the server's documents root (names are relative to it)"
+    if isinstance(exc, IsADirectoryError):
+        return "a directory, not a file"
+    return "no such readable file under the server's documents root"
 
 
 def _unknown_model(name: str) -> ApiError:

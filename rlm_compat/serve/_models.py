@@ -50,6 +50,7 @@ class ModelSpec:
     repl_timeout: float = 5.0
     max_retries: int | None = None
     max_concurrent_subcalls: int | None = None
+    request_timeout: float | None = None
 
     def __post_init__(self) -> None:
         for name in ("name", "model"):

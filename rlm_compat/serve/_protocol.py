@@ -240,7 +240,7 @@ def error_for_failure(exc: BaseException | None, error_type: str, message: str) 
     """The answer for a run that ended without a final answer (``exc`` if it was raised here)."""
     if isinstance(exc, BudgetExceededError) or error_type == "BudgetExceededError":
         metric = getattr(exc, "metric", "")
-        if metric == "elapsed_seconds" or "elapsed_seconds" in message:
+        if metric == "elapsed_seconds" or "exceeded for elapsed_seconds" in message:
             return ApiError(504, message, type="timeout_error", code="run_timeout", retry=False)
         return ApiError(422, message, type="budget_exceeded_error", code="budget_exceeded", retry=False)
     if isinstance(exc, MaxIterationsError) or error_type == "MaxIterationsError":

@@ -62,6 +62,9 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     models.add_argument("--max-iterations", type=int, default=30)
     models.add_argument("--isolation", choices=ISOLATIONS, default=None)
     models.add_argument("--repl-timeout", type=float, default=5.0)
+    models.add_argument(
+        "--provider-timeout", type=float, default=None, help="seconds one provider request may take"
+    )
     models.add_argument("--max-retries", type=int, default=None, help="retries of transient provider errors")
     limits = p.add_argument_group("limits (a request may lower the per-run ones in its 'rlm' field)")
     defaults = ServeLimits()
@@ -102,6 +105,7 @@ def build_config(args: argparse.Namespace) -> Any:
         isolation=args.isolation,
         repl_timeout=args.repl_timeout,
         max_retries=args.max_retries,
+        request_timeout=args.provider_timeout,
     )
     kwargs: dict[str, Any] = {"template": template, "roots": args.model, "allow": args.allow_model}
     registry = ModelRegistry.from_toml(args.config, **kwargs) if args.config else ModelRegistry(**kwargs)
