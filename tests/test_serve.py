@@ -74,7 +74,8 @@ def _descendants(pid: int) -> list[int]:
                     fields = f.read().rsplit(")", 1)[1].split()
             except OSError:
                 continue
-            children.setdefault(int(fields[1]), []).append(int(entry))
+            if fields[0] != "Z":  # a killed worker not reaped yet is gone all the same
+                children.setdefault(int(fields[1]), []).append(int(entry))
     found, todo = [], [pid]
     while todo:
         for child in children.get(todo.pop(), []):
@@ -154,6 +155,7 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
         argv = [sys.executable, "-m", "rlm_compat", "serve", "--port", "0", "--model", "openai/gpt-4o-mini"]
         argv += ["--api-base", provider.base_url, "--provider-key-env", "PROVIDER_KEY"]
         argv += ["--api-key-env", "SERVE_TOKEN", "--max-retries", "0", "--provider-timeout", "1"]
+        argv += ["--repl-timeout", "10"]  # so a run that ends sooner was ended by the test
         argv += ["--max-concurrent", "8", "--max-queue", "56", "--max-calls", "4", "--max-seconds", "20"]
         argv += ["--max-body-bytes", str(MAX_BODY), "--max-context-chars", str(MAX_CONTEXT)]
         argv += ["--documents-root", str(root / "docs"), "--trajectory-dir", str(root / "runs")]
@@ -406,13 +408,13 @@ def test_a_client_gone_mid_stream_cancels_its_run_and_kills_its_worker(server: S
         timeout=30,
     ) as response:
         for line in response.iter_lines():
-            if "repl" in line or "model_call_end" in line:
+            if "model_call_end" in line:  # the step starts next; leaving the loop hangs up (httpx)
+                deadline = time.monotonic() + 20
+                while not server.workers() and time.monotonic() < deadline:
+                    time.sleep(0.05)
+                assert server.workers()
                 break
-        deadline = time.monotonic() + 20
-        while not server.workers() and time.monotonic() < deadline:
-            time.sleep(0.05)
-        assert server.workers()
-    deadline = time.monotonic() + 10
+    deadline = time.monotonic() + 4  # well before the step's 10 s timeout
     while server.workers() and time.monotonic() < deadline:
         time.sleep(0.05)
     assert server.workers() == []

@@ -96,6 +96,7 @@ class ProcessRunner:
         self._unsent: dict[str, str] = {}
         self._held: set[str] = set()
         self._lock = threading.Lock()
+        self._aborted = False
         weakref.finalize(self, _abandon, self._worker)
         _prewarm(config.start_method or "forkserver")
 
@@ -113,7 +114,12 @@ class ProcessRunner:
             self._drop()
 
     def abort(self) -> None:
-        """Kill the worker now, without the step lock (a step in progress ends with a REPLError)."""
+        """Kill the worker now, without the step lock (a step in progress ends with a REPLError).
+
+        A worker still starting is killed as soon as it exists (an abort in that window missed it,
+        and the step it then ran lasted until its timeout).
+        """
+        self._aborted = True
         handle = self._worker[0]
         if handle is not None:
             handle.kill()
@@ -135,6 +141,8 @@ class ProcessRunner:
         except OSError as exc:  # WorkerStartError, or the OS refusing a process or a socket
             raise REPLError(Texts.no_worker(str(exc))) from None
         self._worker[0] = handle
+        if self._aborted:
+            handle.kill()
         channel = Channel(handle.sock, trusted=False, max_incoming=limits.reply_bytes)
         try:
             channel.send({"op": "init", "protocol": PROTOCOL, "config": config})

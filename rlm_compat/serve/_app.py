@@ -16,13 +16,14 @@ import json
 import logging
 import os
 import re
+import socket
 import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from aiohttp import web
 
@@ -46,6 +47,7 @@ from ._protocol import (
 __all__ = ["ServerConfig", "create_app"]
 
 log = logging.getLogger("rlm_compat.serve")
+_T = TypeVar("_T")
 
 _RUN_ID = re.compile(r"^chatcmpl-rlm-[0-9a-f]{32}$")
 _SECRET_NAME = re.compile(r"KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL", re.IGNORECASE)
@@ -199,6 +201,19 @@ class _Server:
         if config.trajectory_dir is not None:
             Path(config.trajectory_dir).mkdir(parents=True, exist_ok=True)
         self.served = 0
+        self._litellm: asyncio.Future[None] | None = None
+
+    def preload(self) -> None:
+        """Start importing litellm now, so the first request does not wait for all of it."""
+        if self._litellm is None:
+            self._litellm = asyncio.ensure_future(asyncio.to_thread(_import_litellm))
+
+    async def _litellm_loaded(self) -> None:
+        """litellm imported off the event loop (once, shared by every request): a first model call
+        would otherwise import it on the loop and stall every other run for seconds."""
+        self.preload()
+        assert self._litellm is not None
+        await asyncio.shield(self._litellm)
 
     # --- middleware: auth, errors, one log line per request ------------------------------------
 
@@ -241,12 +256,13 @@ class _Server:
             )
         finally:
             log.info(
-                "%s %s %d %.3fs%s",
+                "%s %s %d %.3fs%s%s",
                 request.method,
                 request.path,
                 status,
                 time.perf_counter() - started,
                 f" run={request['run_id']}" if "run_id" in request else "",
+                f" (stream ended with error {request['stream_error']})" if "stream_error" in request else "",
             )
 
     def _authorize(self, request: web.Request) -> None:
@@ -323,7 +339,7 @@ class _Server:
         async with self.gate.slot():
             if chat.stream:
                 return await self._stream(request, chat, spec, context, run_id)
-            outcome = await self._run(chat, spec, context, run_id, None)
+            outcome = await _unless_gone(request, self._run(chat, spec, context, run_id, None))
         self.served += 1
         if isinstance(outcome, ApiError):
             raise outcome
@@ -374,7 +390,11 @@ class _Server:
         from ..core import RLM
 
         rlm: RLM | None = None
+        options: dict[str, Any] = dict(chat.budget)
+        if spec.request_timeout is not None:
+            options["timeout"] = spec.request_timeout
         try:
+            await self._litellm_loaded()
             rlm = RLM(
                 spec.model,
                 recursive_model=spec.recursive_model,
@@ -388,8 +408,7 @@ class _Server:
                 max_retries=spec.max_retries,
                 max_concurrent_subcalls=spec.max_concurrent_subcalls,
                 on_event=progress,
-                **chat.budget,
-                **({} if spec.request_timeout is None else {"timeout": spec.request_timeout}),
+                **options,
             )
             result = await rlm.atry_complete_result(chat.query, context)
         except asyncio.CancelledError:
@@ -441,13 +460,19 @@ class _Server:
         )
         await response.prepare(request)
         run = asyncio.ensure_future(self._run(chat, spec, context, run_id, progress))
+        gone = asyncio.ensure_future(_client_gone(request))
         try:
             await _send(response, chunk(run_id, chat.model, {"role": "assistant", "content": ""}))
             while not run.done():
                 getter = asyncio.ensure_future(events.get())
                 done, _ = await asyncio.wait(
-                    {run, getter}, timeout=self.config.heartbeat_seconds, return_when=asyncio.FIRST_COMPLETED
+                    {run, getter, gone},
+                    timeout=self.config.heartbeat_seconds,
+                    return_when=asyncio.FIRST_COMPLETED,
                 )
+                if gone in done:
+                    getter.cancel()
+                    raise asyncio.CancelledError("the client went away")
                 if getter in done:
                     await _comment(response, _progress_line(getter.result()))
                 else:
@@ -459,8 +484,11 @@ class _Server:
             run.cancel()
             await asyncio.gather(run, return_exceptions=True)
             raise
+        finally:
+            gone.cancel()
         self.served += 1
         if isinstance(outcome, ApiError):
+            request["stream_error"] = outcome.status
             body = outcome.body()
             body["error"]["message"] = self.redact(body["error"]["message"])
             body["error"]["status"] = outcome.status
@@ -480,6 +508,54 @@ class _Server:
         return response
 
 
+async def _unless_gone(request: web.Request, work: Awaitable[_T]) -> _T:
+    """``await work``, cancelled as soon as the client closes its connection."""
+    task = asyncio.ensure_future(work)
+    gone = asyncio.ensure_future(_client_gone(request))
+    try:
+        done, _ = await asyncio.wait({task, gone}, return_when=asyncio.FIRST_COMPLETED)
+        if task not in done:
+            raise asyncio.CancelledError("the client went away")
+        return task.result()
+    except BaseException:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+        raise
+    finally:
+        gone.cancel()
+
+
+async def _client_gone(request: web.Request, every: float = 0.2) -> None:
+    """Returns once the client has closed its end of the connection.
+
+    aiohttp stops reading a connection while its handler runs, so it sees a hang-up only at the
+    next write; a non-streamed run never writes until its end. Peeking at the socket (a
+    duplicate of its descriptor, read with MSG_PEEK, so aiohttp's data is untouched) sees the
+    end of the stream at once.
+    """
+    transport = request.transport
+    raw = None if transport is None else transport.get_extra_info("socket")
+    if raw is None:
+        await asyncio.Event().wait()  # nothing to watch: never "gone"
+        return
+    probe = socket.socket(fileno=os.dup(raw.fileno()))
+    try:
+        probe.setblocking(False)
+        while True:
+            await asyncio.sleep(every)
+            if transport is None or transport.is_closing():
+                return
+            try:
+                if probe.recv(1, socket.MSG_PEEK) == b"":
+                    return
+            except (BlockingIOError, InterruptedError):
+                continue
+            except OSError:
+                return
+    finally:
+        probe.close()
+
+
 def _dumps(obj: Any) -> str:
     return json.dumps(obj, ensure_ascii=False, default=repr)
 
@@ -495,7 +571,7 @@ async def _comment(response: web.StreamResponse, text: str) -> None:
 def _progress_line(event: TrajectoryEvent) -> str:
     """One progress comment: the event's envelope and its small figures, never its texts."""
     data = event.data
-    shown = {
+    shown = {k: data[k] for k in ("error",) if isinstance(data.get(k), bool)} | {
         k: data[k]
         for k in (
             "iteration",
@@ -517,6 +593,12 @@ def _progress_line(event: TrajectoryEvent) -> str:
         "elapsed_seconds": event.elapsed_seconds,
     }
     return "rlm-progress " + json.dumps({**envelope, **shown}, default=repr)
+
+
+def _import_litellm() -> None:
+    import litellm
+
+    litellm.suppress_debug_info = True  # its feedback banner, printed with every provider error
 
 
 def _unreadable(exc: Exception) -> str:

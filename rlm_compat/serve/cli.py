@@ -170,11 +170,11 @@ async def _serve(config: Any, host: str, port: int, level: str) -> None:
     logger.addHandler(handler)
     logger.setLevel(level)
     logger.propagate = False
-    _quiet_litellm()
     runner = web.AppRunner(app, handler_cancellation=True, access_log=None)
     await runner.setup()
     site = web.TCPSite(runner, host, port, backlog=1024)
     await site.start()
+    app["rlm_server"].preload()
     server = site._server
     bound = [s.getsockname()[:2] for s in getattr(server, "sockets", None) or ()]
     for address in bound:
@@ -189,17 +189,3 @@ async def _serve(config: Any, host: str, port: int, level: str) -> None:
         await stop.wait()
     finally:
         await runner.cleanup()
-
-
-def _quiet_litellm() -> None:
-    """litellm's import started now, off the loop, so the first request does not wait for it; its
-    feedback banner off (errors get one line of ours)."""
-
-    def load() -> None:
-        import litellm
-
-        litellm.suppress_debug_info = True
-
-    import threading
-
-    threading.Thread(target=load, name="rlm-serve-litellm-import", daemon=True).start()
