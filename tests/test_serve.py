@@ -206,7 +206,8 @@ def test_openai_client_gets_the_answer_usage_and_the_run_record(server: Served) 
     extra = reply.model_extra["rlm"]  # type: ignore[index]
     assert extra["run_id"] == reply.id and extra["stats"]["total_tokens"] == reply.usage.total_tokens
     trajectory = httpx.get(
-        server.base_url.removesuffix("/v1") + extra["trajectory"], headers={"Authorization": f"Bearer {TOKEN}"}
+        server.base_url.removesuffix("/v1") + extra["trajectory"],
+        headers={"Authorization": f"Bearer {TOKEN}"},
     )
     kinds = [json.loads(line)["kind"] for line in trajectory.text.splitlines()]
     assert kinds[0] == "run_start" and kinds[-1] == "run_end"
@@ -229,9 +230,16 @@ def test_openai_client_streams_the_answer_and_usage_and_skips_progress(server: S
     raw = httpx.post(
         server.base_url + "/chat/completions",
         headers={"Authorization": f"Bearer {TOKEN}"},
-        json={"model": MODEL, "stream": True, "messages": [{"role": "user", "content": "Q3"}], "rlm": {"context": "TOKEN-p"}},
+        json={
+            "model": MODEL,
+            "stream": True,
+            "messages": [{"role": "user", "content": "Q3"}],
+            "rlm": {"context": "TOKEN-p"},
+        },
     ).text
-    progress = [json.loads(line.split(" ", 2)[2]) for line in raw.splitlines() if line.startswith(": rlm-progress")]
+    progress = [
+        json.loads(line.split(" ", 2)[2]) for line in raw.splitlines() if line.startswith(": rlm-progress")
+    ]
     assert {"model_call_start", "repl_step"} <= {p["kind"] for p in progress}
     assert raw.rstrip().endswith("data: [DONE]")
 
@@ -248,7 +256,9 @@ def test_litellm_uses_the_server_as_an_openai_compatible_provider(server: Served
             "num_retries": 0,
         }
         plain = await litellm.acompletion(messages=[{"role": "user", "content": "L1"}], **common)
-        streamed = await litellm.acompletion(messages=[{"role": "user", "content": "L2"}], stream=True, **common)
+        streamed = await litellm.acompletion(
+            messages=[{"role": "user", "content": "L2"}], stream=True, **common
+        )
         text = "".join([c.choices[0].delta.content or "" async for c in streamed])
         return plain, text
 
@@ -270,7 +280,9 @@ def test_context_from_documents_and_from_earlier_messages(server: Served) -> Non
     assert reply.choices[0].message.content == "E|TOKEN-earlier"
     with pytest.raises(openai.BadRequestError, match="outside"):
         client.chat.completions.create(
-            model=MODEL, messages=[{"role": "user", "content": "D"}], extra_body={"rlm": {"documents": ["../server.log"]}}
+            model=MODEL,
+            messages=[{"role": "user", "content": "D"}],
+            extra_body={"rlm": {"documents": ["../server.log"]}},
         )
 
 
@@ -316,7 +328,9 @@ def test_over_the_queue_a_request_gets_429_and_disconnected_runs_are_cancelled(s
             tasks = [
                 asyncio.ensure_future(
                     client.chat.completions.create(
-                        model=MODEL, messages=[{"role": "user", "content": f"SPIN{i}"}], extra_body={"rlm": {"context": "c"}}
+                        model=MODEL,
+                        messages=[{"role": "user", "content": f"SPIN{i}"}],
+                        extra_body={"rlm": {"context": "c"}},
                     )
                 )
                 for i in range(64)
@@ -324,7 +338,9 @@ def test_over_the_queue_a_request_gets_429_and_disconnected_runs_are_cancelled(s
             await asyncio.sleep(1.5)
             with pytest.raises(openai.RateLimitError) as busy:
                 await client.chat.completions.create(
-                    model=MODEL, messages=[{"role": "user", "content": "one too many"}], extra_body={"rlm": {"context": "c"}}
+                    model=MODEL,
+                    messages=[{"role": "user", "content": "one too many"}],
+                    extra_body={"rlm": {"context": "c"}},
                 )
             for task in tasks:
                 task.cancel()
@@ -380,7 +396,9 @@ def test_a_worker_killed_mid_step_is_reported_to_the_model_and_the_run_goes_on(s
         async with server.aclient(timeout=60) as aclient:
             task = asyncio.ensure_future(
                 aclient.chat.completions.create(
-                    model=MODEL, messages=[{"role": "user", "content": "SPIN-kill"}], extra_body={"rlm": {"context": "c"}}
+                    model=MODEL,
+                    messages=[{"role": "user", "content": "SPIN-kill"}],
+                    extra_body={"rlm": {"context": "c"}},
                 )
             )
             deadline = time.monotonic() + 20
@@ -404,7 +422,12 @@ def test_a_client_gone_mid_stream_cancels_its_run_and_kills_its_worker(server: S
         "POST",
         server.base_url + "/chat/completions",
         headers={"Authorization": f"Bearer {TOKEN}"},
-        json={"model": MODEL, "stream": True, "messages": [{"role": "user", "content": "SPIN-gone"}], "rlm": {"context": "c"}},
+        json={
+            "model": MODEL,
+            "stream": True,
+            "messages": [{"role": "user", "content": "SPIN-gone"}],
+            "rlm": {"context": "c"},
+        },
         timeout=30,
     ) as response:
         for line in response.iter_lines():
@@ -426,12 +449,26 @@ def test_bad_requests_get_clear_openai_shaped_errors(server: Served) -> None:
     cases: list[tuple[dict[str, Any], int, str]] = [
         ({"content": b"{not json"}, 400, "not valid JSON"),
         ({"json": {"model": MODEL}}, 400, "'messages'"),
-        ({"json": {"model": MODEL, "messages": [{"role": "assistant", "content": "x"}]}}, 400, "last message"),
+        (
+            {"json": {"model": MODEL, "messages": [{"role": "assistant", "content": "x"}]}},
+            400,
+            "last message",
+        ),
         ({"json": {"model": "gpt-x", "messages": [{"role": "user", "content": "x"}]}}, 404, "does not exist"),
-        ({"json": {"model": MODEL, "messages": [{"role": "user", "content": "x"}], "rlm": {"bogus": 1}}}, 400, "bogus"),
+        (
+            {"json": {"model": MODEL, "messages": [{"role": "user", "content": "x"}], "rlm": {"bogus": 1}}},
+            400,
+            "bogus",
+        ),
         ({"content": b"x" * (MAX_BODY + 10)}, 413, "limit"),
         (
-            {"json": {"model": MODEL, "messages": [{"role": "user", "content": "x"}], "rlm": {"context": "c" * (MAX_CONTEXT + 1)}}},
+            {
+                "json": {
+                    "model": MODEL,
+                    "messages": [{"role": "user", "content": "x"}],
+                    "rlm": {"context": "c" * (MAX_CONTEXT + 1)},
+                }
+            },
             400,
             "at most",
         ),
@@ -443,7 +480,9 @@ def test_bad_requests_get_clear_openai_shaped_errors(server: Served) -> None:
         assert text in error["message"] and set(error) == {"message", "type", "param", "code"}
     assert httpx.get(server.base_url + "/nowhere", headers=auth).status_code == 404
     assert httpx.get(server.base_url + "/models").status_code == 401
-    assert httpx.get(server.base_url + "/models", headers={"Authorization": "Bearer wrong"}).status_code == 401
+    assert (
+        httpx.get(server.base_url + "/models", headers={"Authorization": "Bearer wrong"}).status_code == 401
+    )
 
 
 def test_the_provider_key_never_leaves_the_server(server: Served) -> None:
