@@ -42,6 +42,26 @@ class LazyModule(types.ModuleType):
                     object.__setattr__(self, "_lazy_module", module)
         return module  # type: ignore[no-any-return]
 
+    def prefetch(self) -> None:
+        """Start importing the real module in a background thread (once); returns at once.
+
+        An RLM calls this when it is made, so the run's first model call finds litellm (seconds
+        to import) already loaded or well on its way. A failed import is left for that call to
+        raise, where it is reported.
+        """
+        with self.__dict__["_lazy_lock"]:
+            if self.__dict__.get("_lazy_prefetch") is not None or self.is_loaded:
+                return
+            thread = threading.Thread(target=self._prefetch, name="rlm-compat-import", daemon=True)
+            object.__setattr__(self, "_lazy_prefetch", thread)
+        thread.start()
+
+    def _prefetch(self) -> None:
+        try:
+            self._lazy_load()
+        except Exception:
+            pass
+
     @property
     def is_loaded(self) -> bool:
         """Whether the real module has been imported through this proxy."""
