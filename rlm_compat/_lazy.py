@@ -16,6 +16,8 @@ from typing import Any
 
 __all__ = ["LazyModule", "ensure_offline_litellm"]
 
+_PREFETCH_LOCK = threading.Lock()
+
 
 def ensure_offline_litellm() -> None:
     """Keep litellm from fetching its model cost map over the network, unless the user chose otherwise."""
@@ -49,7 +51,7 @@ class LazyModule(types.ModuleType):
         to import) already loaded or well on its way. A failed import is left for that call to
         raise, where it is reported.
         """
-        with self.__dict__["_lazy_lock"]:
+        with _PREFETCH_LOCK:  # not the import's lock, which is held for the whole import
             if self.__dict__.get("_lazy_prefetch") is not None or self.is_loaded:
                 return
             thread = threading.Thread(target=self._prefetch, name="rlm-compat-import", daemon=True)
