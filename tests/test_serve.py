@@ -84,6 +84,20 @@ def _descendants(pid: int) -> list[int]:
     return found
 
 
+def _describe(pids: list[int]) -> list[str]:
+    out = []
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                stat = f.read()
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                cmd = f.read().replace(b"\0", b" ").decode(errors="replace")[:120]
+        except OSError:
+            continue
+        out.append(f"{pid} {stat.rsplit(')', 1)[1].split()[:2]} {cmd}")
+    return out
+
+
 def _non_socket_fds(pid: int) -> int:
     count = 0
     for fd in os.listdir(f"/proc/{pid}/fd"):
@@ -159,6 +173,13 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
         argv += ["--max-concurrent", "8", "--max-queue", "56", "--max-calls", "4", "--max-seconds", "20"]
         argv += ["--max-body-bytes", str(MAX_BODY), "--max-context-chars", str(MAX_CONTEXT)]
         argv += ["--documents-root", str(root / "docs"), "--trajectory-dir", str(root / "runs")]
+        config = root / "models.toml"
+        config.write_text(
+            f'[models.rlm-lean]\nmodel = "openai/gpt-4o-mini"\napi_base = "{provider.base_url}"\n'
+            'api_key_env = "PROVIDER_KEY"\nclient = "openai-compatible"\nrequest_timeout = 1.0\n',
+            encoding="utf-8",
+        )
+        argv += ["--config", str(config)]
         with open(log, "w") as log_file:
             process = subprocess.Popen(argv, stderr=log_file, text=True, env=env)
         try:
@@ -211,7 +232,7 @@ def test_openai_client_gets_the_answer_usage_and_the_run_record(server: Served) 
     )
     kinds = [json.loads(line)["kind"] for line in trajectory.text.splitlines()]
     assert kinds[0] == "run_start" and kinds[-1] == "run_end"
-    assert [m.id for m in server.client().models.list()] == [MODEL]
+    assert [m.id for m in server.client().models.list()] == ["rlm-lean", MODEL]
 
 
 def test_openai_client_streams_the_answer_and_usage_and_skips_progress(server: Served) -> None:
@@ -286,6 +307,21 @@ def test_context_from_documents_and_from_earlier_messages(server: Served) -> Non
         )
 
 
+def test_a_config_file_model_on_the_lean_client_path(server: Served) -> None:
+    client = server.client()
+    common: dict[str, Any] = {"model": "rlm-lean", "extra_body": {"rlm": {"context": "x TOKEN-lean y"}}}
+    reply = client.chat.completions.create(messages=[{"role": "user", "content": "N"}], **common)
+    assert reply.choices[0].message.content == "N|TOKEN-lean" and reply.usage.total_tokens > 0  # type: ignore[union-attr]
+    stream = client.chat.completions.create(
+        messages=[{"role": "user", "content": "S"}], stream=True, **common
+    )
+    assert "".join(c.choices[0].delta.content or "" for c in stream if c.choices) == "S|TOKEN-lean"
+    for query, status, code in (("P429", 429, "provider_rate_limited"), ("MALFORMED", 502, "provider_error")):
+        with pytest.raises(openai.APIStatusError) as caught:
+            client.chat.completions.create(messages=[{"role": "user", "content": query}], **common)
+        assert caught.value.status_code == status and caught.value.body["code"] == code  # type: ignore[index]
+
+
 # --- load -----------------------------------------------------------------------------------------
 
 
@@ -350,10 +386,10 @@ def test_over_the_queue_a_request_gets_429_and_disconnected_runs_are_cancelled(s
     assert all(isinstance(r, asyncio.CancelledError) for r in results)
     assert busy.status_code == 429 and busy.response.headers["retry-after"] == "1"
     assert busy.body["code"] == "server_busy"
-    deadline = time.monotonic() + 10
+    deadline = time.monotonic() + 8  # the runs' steps would end by themselves only at 10 s
     while server.workers() and time.monotonic() < deadline:
         time.sleep(0.05)
-    assert server.workers() == []
+    assert server.workers() == [], _describe(server.workers())
 
 
 # --- faults ---------------------------------------------------------------------------------------

@@ -202,6 +202,15 @@ class _Server:
             Path(config.trajectory_dir).mkdir(parents=True, exist_ok=True)
         self.served = 0
         self._litellm: asyncio.Future[None] | None = None
+        self._lean: Any = None
+
+    def _lean_client(self) -> Any:
+        """One lean client for the process: one aiohttp session (connection pool) on its loop."""
+        if self._lean is None:
+            from ..openai_client import OpenAICompatibleClient
+
+            self._lean = OpenAICompatibleClient()
+        return self._lean
 
     def preload(self) -> None:
         """Start importing litellm now, so the first request does not wait for all of it."""
@@ -394,7 +403,11 @@ class _Server:
         if spec.request_timeout is not None:
             options["timeout"] = spec.request_timeout
         try:
-            await self._litellm_loaded()
+            client = None
+            if spec.client == "openai-compatible":
+                client = self._lean_client()
+            else:
+                await self._litellm_loaded()
             rlm = RLM(
                 spec.model,
                 recursive_model=spec.recursive_model,
@@ -408,6 +421,7 @@ class _Server:
                 max_retries=spec.max_retries,
                 max_concurrent_subcalls=spec.max_concurrent_subcalls,
                 on_event=progress,
+                client=client,
                 **options,
             )
             result = await rlm.atry_complete_result(chat.query, context)

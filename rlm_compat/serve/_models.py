@@ -24,7 +24,11 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover - 3.10
     import tomli as tomllib  # type: ignore[import-not-found,unused-ignore]
 
-__all__ = ["SCHEME", "ModelRegistry", "ModelSpec"]
+__all__ = ["CLIENTS", "SCHEME", "ModelRegistry", "ModelSpec"]
+
+CLIENTS = ("litellm", "openai-compatible")
+"""How a model's calls are made: litellm (any provider it supports), or the lean path for
+OpenAI-compatible endpoints (rlm_compat.openai_client; no cost figures)."""
 
 SCHEME = "rlm:"
 """Prefix of the naming scheme: ``rlm:openai/gpt-4o-mini`` is an RLM over ``openai/gpt-4o-mini``."""
@@ -51,8 +55,13 @@ class ModelSpec:
     max_retries: int | None = None
     max_concurrent_subcalls: int | None = None
     request_timeout: float | None = None
+    client: str = "litellm"
 
     def __post_init__(self) -> None:
+        if self.client not in CLIENTS:
+            raise ConfigurationError(
+                f"model {self.name!r}: client must be one of {', '.join(CLIENTS)}, not {self.client!r}"
+            )
         for name in ("name", "model"):
             value = getattr(self, name)
             if not isinstance(value, str) or not value:
@@ -91,6 +100,7 @@ class ModelSpec:
                 "profile": self.profile,
                 "max_depth": self.max_depth,
                 "max_iterations": self.max_iterations,
+                "client": self.client,
             },
         }
 

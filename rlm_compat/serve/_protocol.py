@@ -233,6 +233,8 @@ _PROVIDER_STATUS = {
     "Timeout": (504, "provider_timeout"),
     "APITimeoutError": (504, "provider_timeout"),
     "AuthenticationError": (502, "provider_authentication"),
+    "ProviderRateLimitError": (429, "provider_rate_limited"),
+    "ProviderTimeoutError": (504, "provider_timeout"),
 }
 
 
@@ -252,7 +254,11 @@ def error_for_failure(exc: BaseException | None, error_type: str, message: str) 
     if error_type in _PROVIDER_STATUS:
         status, code = _PROVIDER_STATUS[error_type]
         return ApiError(status, f"model provider: {message}", type="provider_error", code=code, retry=False)
-    if isinstance(exc, LLMCallError) or error_type in ("ProviderResponseError", "LLMCallError"):
+    if isinstance(exc, LLMCallError) or error_type in (
+        "ProviderResponseError",
+        "LLMCallError",
+        "ProviderStatusError",
+    ):
         return ApiError(
             502, f"model provider: {message}", type="provider_error", code="provider_error", retry=False
         )

@@ -11,7 +11,7 @@ from typing import Any
 
 from ..config import ISOLATIONS
 from ..errors import ConfigurationError
-from ._models import ModelRegistry, ModelSpec
+from ._models import CLIENTS, ModelRegistry, ModelSpec
 from ._protocol import ServeLimits
 
 __all__ = ["register"]
@@ -65,6 +65,13 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     models.add_argument(
         "--provider-timeout", type=float, default=None, help="seconds one provider request may take"
     )
+    models.add_argument(
+        "--client",
+        choices=CLIENTS,
+        default="litellm",
+        help="how rlm: models call the provider: litellm (default, any provider) or openai-compatible "
+        "(the lean path for OpenAI-compatible endpoints: faster, no cost figures)",
+    )
     models.add_argument("--max-retries", type=int, default=None, help="retries of transient provider errors")
     limits = p.add_argument_group("limits (a request may lower the per-run ones in its 'rlm' field)")
     defaults = ServeLimits()
@@ -106,6 +113,7 @@ def build_config(args: argparse.Namespace) -> Any:
         repl_timeout=args.repl_timeout,
         max_retries=args.max_retries,
         request_timeout=args.provider_timeout,
+        client=args.client,
     )
     kwargs: dict[str, Any] = {"template": template, "roots": args.model, "allow": args.allow_model}
     registry = ModelRegistry.from_toml(args.config, **kwargs) if args.config else ModelRegistry(**kwargs)
