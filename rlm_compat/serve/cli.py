@@ -178,7 +178,8 @@ async def _serve(config: Any, host: str, port: int, level: str) -> None:
     logger.addHandler(handler)
     logger.setLevel(level)
     logger.propagate = False
-    runner = web.AppRunner(app, handler_cancellation=True, access_log=None)
+    # runs in flight get 5 s to finish on SIGTERM; then they are cancelled (their workers killed)
+    runner = web.AppRunner(app, handler_cancellation=True, access_log=None, shutdown_timeout=5.0)
     await runner.setup()
     site = web.TCPSite(runner, host, port, backlog=1024)
     await site.start()
