@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import logging
 import signal
 import sys
@@ -161,6 +162,9 @@ def serve_command(args: argparse.Namespace) -> int:
     except OSError as exc:
         print(f"rlm-compat serve: cannot listen on {args.host}:{args.port}: {exc}", file=sys.stderr)
         return 2
+    # The process is ending: its final garbage collection would walk litellm's whole object graph
+    # for seconds; what exit-time cleanup there is (atexit: the REPL's fork server) still runs.
+    gc.freeze()
     return 0
 
 
