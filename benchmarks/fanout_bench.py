@@ -3,6 +3,7 @@
     python benchmarks/fanout_bench.py [--n 64] [--latency 0.05] [--repeat 3]
                                       [--upstream CHECKOUT] [--upstream-python PY]
                                       [--isolation process|inline]
+                                      [--rlms-python PY] [--rlm050-python PY]
 
 Every row runs a whole RLM through litellm to a loopback chat server
 (:class:`rlm_compat.testing.ScriptedChatServer`, ``--latency`` seconds per answer, requests served
@@ -20,7 +21,17 @@ Rows and targets (the run-record issue; PASS / FAIL printed, never asserted):
 - ``rlm_query_batched`` of n child RLMs (each its own REPL session, answering at once): <= 1.5 s;
 - 2fb46cc's sequential ``recursive_llm`` loop (with ``--upstream``, default
   ``$RLM_COMPAT_UPSTREAM``; run by ``--upstream-python``, default ``$RLM_COMPAT_UPSTREAM_PYTHON`` or
-  this interpreter), each a child RLM answering at once.
+  this interpreter), each a child RLM answering at once;
+- ``llm_query_batched`` of n prompts on the lean path (``client=OpenAICompatibleClient()``, one
+  aiohttp POST per call, issue 26), run in its own process as the peers are: <= 0.3 s and ahead of
+  both peers below (and, for reference, the same in this process, sharing its interpreter lock with
+  the loopback server's threads);
+- the peers' own batched sub-call functions, each run by the Python of its own venv
+  (``--rlms-python``: a venv with ``pip install rlms``, its ``llm_query_batched`` at 16 in flight;
+  ``--rlm050-python``: one with ``pip install recursive-llm==0.5.0``, its ``llm_query_batched`` at
+  its default 4 in flight, as it deadlocks at 5 or more on 2 cores). Their root replies are in
+  each one's own protocol (rlms: ```` ```repl ```` blocks and the ``answer`` dict; 0.5.0: plain
+  code and a standalone ``FINAL``); the segment is timed the same way.
 """
 
 from __future__ import annotations
@@ -85,6 +96,112 @@ class Clock:
         return self.root_arrivals[1] - self.first_sub
 
 
+PEER_DRIVERS = {
+    "rlms": """
+import sys
+from rlm import RLM
+rlm = RLM(backend="openai", backend_kwargs={"model_name": "gpt-4o-mini", "base_url": sys.argv[1],
+          "api_key": "sk-loopback"}, max_concurrent_subcalls=16, max_iterations=5)
+print(rlm.completion("some context", root_prompt=sys.argv[2]).response)
+""",
+    "recursive-llm 0.5.0": """
+import sys
+from rlm import RLM
+rlm = RLM("openai/gpt-4o-mini", api_base=sys.argv[1], api_key="sk-loopback", max_depth=1, max_iterations=5)
+print(rlm.complete(sys.argv[2], "some context"))
+""",
+}
+PEER_REPLIES = {
+    "rlms": (
+        '```repl\nout = llm_query_batched(["sub question"] * {n})\nprint(len(out))\n```',
+        '```repl\nanswer["content"] = "done"\nanswer["ready"] = True\n```',
+    ),
+    "recursive-llm 0.5.0": (
+        'out = llm_query_batched(["sub question"] * {n})\nprint(len(out))',
+        'FINAL("done")',
+    ),
+}
+
+
+LEAN_DRIVER = """
+import sys
+sys.path.insert(0, sys.argv[4])
+from rlm_compat import RLM
+from rlm_compat.openai_client import OpenAICompatibleClient
+rlm = RLM(sys.argv[3], api_base=sys.argv[1], api_key="sk-loopback", isolation=sys.argv[5], max_depth=3,
+          client=OpenAICompatibleClient())
+print(rlm.complete(sys.argv[2], "some context"))
+"""
+
+
+def run_lean(latency: float, code: str, isolation: str) -> float:
+    """The lean path in its own process, as the peers run: the loopback server's threads then do
+    not share this process's interpreter lock with the RLM's loop."""
+    clock = Clock(code)
+    with ScriptedChatServer(clock, latency=latency) as server:
+        env = dict(os.environ, LITELLM_LOCAL_MODEL_COST_MAP="True")
+        done = subprocess.run(
+            [sys.executable, "-c", LEAN_DRIVER, server.base_url, ROOT_QUERY, MODEL, str(ROOT), isolation],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=600,
+        )
+    if done.returncode != 0 or "done" not in done.stdout:
+        raise RuntimeError(f"lean run failed: {done.stdout[-500:]} {done.stderr[-2000:]}")
+    return clock.span()
+
+
+class PeerClock:
+    """Server-side timing for a peer: a request whose last message is "sub question" is a sub-call,
+    any other is the root's (first: the fan-out code; later: the final answer)."""
+
+    def __init__(self, first: str, final: str) -> None:
+        self.first, self.final = first, final
+        self.lock = threading.Lock()
+        self.first_sub: float | None = None
+        self.root_after: float | None = None
+        self.roots = 0
+
+    def __call__(self, request: dict[str, Any]) -> str:
+        now = time.perf_counter()
+        messages = request.get("messages", [])
+        last = str(messages[-1].get("content", "")) if messages else ""
+        with self.lock:
+            if last.strip() == "sub question" or last.endswith("sub question"):
+                if self.first_sub is None:
+                    self.first_sub = now
+                return "leaf answer"
+            self.roots += 1
+            if self.first_sub is not None and self.root_after is None:
+                self.root_after = now
+            return self.first if self.roots == 1 else self.final
+
+    def span(self) -> float:
+        if self.first_sub is None or self.root_after is None:
+            raise RuntimeError("the peer did not make its sub-requests and come back; see its output")
+        return self.root_after - self.first_sub
+
+
+def run_peer(name: str, python: str, latency: float, n: int) -> float:
+    first, final = (text.replace("{n}", str(n)) for text in PEER_REPLIES[name])
+    clock = PeerClock(first, final)
+    with ScriptedChatServer(clock, latency=latency) as server:
+        env = dict(os.environ, LITELLM_LOCAL_MODEL_COST_MAP="True", OPENAI_API_KEY="sk-loopback")
+        env.pop("PYTHONPATH", None)
+        done = subprocess.run(
+            [python, "-c", PEER_DRIVERS[name], server.base_url, ROOT_QUERY],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=600,
+            cwd="/",
+        )
+    if done.returncode != 0 or "done" not in done.stdout:
+        raise RuntimeError(f"{name} run failed: {done.stdout[-500:]} {done.stderr[-2000:]}")
+    return clock.span()
+
+
 class Provider:
     """A fresh loopback server per run: every ``complete()`` has its own event loop, hence its own
     connection pool, so connections left over from an earlier run would only sit idle."""
@@ -92,13 +209,19 @@ class Provider:
     def __init__(self, latency: float) -> None:
         self.latency = latency
 
-    def run_ours(self, code: str, isolation: str) -> float:
+    def run_ours(self, code: str, isolation: str, lean: bool = False) -> float:
         from rlm_compat import RLM
+        from rlm_compat.openai_client import OpenAICompatibleClient
 
         clock = Clock(code)
         with ScriptedChatServer(clock, latency=self.latency) as server:
             rlm = RLM(
-                MODEL, api_base=server.base_url, api_key="sk-loopback", isolation=isolation, max_depth=3
+                MODEL,
+                api_base=server.base_url,
+                api_key="sk-loopback",
+                isolation=isolation,
+                max_depth=3,
+                client=OpenAICompatibleClient() if lean else None,
             )
             answer = rlm.complete(ROOT_QUERY, "some context")
         if answer != "done":
@@ -196,6 +319,8 @@ def main() -> None:
     parser.add_argument(
         "--upstream-python", default=os.environ.get("RLM_COMPAT_UPSTREAM_PYTHON", sys.executable)
     )
+    parser.add_argument("--rlms-python", default=os.environ.get("RLM_COMPAT_RLMS_PYTHON"))
+    parser.add_argument("--rlm050-python", default=os.environ.get("RLM_COMPAT_RLM050_PYTHON"))
     args = parser.parse_args()
     n, latency = args.n, args.latency
 
@@ -211,6 +336,21 @@ def main() -> None:
     rows: list[tuple[str, float, list[float], str]] = []
     t_batched, s = median_of(args.repeat, lambda: provider.run_ours(batched, args.isolation))
     rows.append((f"rlm_compat llm_query_batched x{n}", t_batched, s, "<= 0.5 s"))
+    provider.run_ours(f'llm_query_batched(["warm"] * {n})\nprint(1)', args.isolation, lean=True)
+    t_here, s = median_of(args.repeat, lambda: provider.run_ours(batched, args.isolation, lean=True))
+    rows.append((f"rlm_compat llm_query_batched x{n}, lean path, in this process", t_here, s, "(reference)"))
+    run_lean(latency, batched, args.isolation)  # warm-up (the OS's caches; each run is a fresh process)
+    t_lean, s = median_of(args.repeat, lambda: run_lean(latency, batched, args.isolation))
+    rows.append(
+        (f"rlm_compat llm_query_batched x{n}, lean path (OpenAICompatibleClient)", t_lean, s, "<= 0.3 s")
+    )
+    peers: dict[str, float] = {}
+    for name, python in (("rlms", args.rlms_python), ("recursive-llm 0.5.0", args.rlm050_python)):
+        if python:
+            run_peer(name, python, latency, n)  # warm-up: its imports, its first-use paths
+            peers[name], s = median_of(args.repeat, lambda: run_peer(name, python, latency, n))  # noqa: B023
+            inflight = 16 if name == "rlms" else 4
+            rows.append((f"{name} llm_query_batched x{n} ({inflight} in flight)", peers[name], s, "(peer)"))
     t_seq, s = median_of(args.repeat, lambda: provider.run_ours(sequential, args.isolation))
     seq_limit = n * (latency + 0.010)
     rows.append((f"rlm_compat sequential llm_query x{n}", t_seq, s, f"<= {seq_limit:.2f} s"))
@@ -229,6 +369,8 @@ def main() -> None:
         f"rlm_compat llm_query_batched x{n}": t_batched <= 0.5 and (t_up is None or t_up / t_batched >= 10),
         f"rlm_compat sequential llm_query x{n}": t_seq <= seq_limit,
         f"rlm_compat rlm_query_batched x{n} children": t_children <= 1.5,
+        f"rlm_compat llm_query_batched x{n}, lean path (OpenAICompatibleClient)": t_lean <= 0.3
+        and all(t_lean < peer for peer in peers.values()),
     }
     print(
         f"fan-out of {n} sub-queries at {latency * 1000:.0f} ms provider latency; "

@@ -16,6 +16,8 @@ from typing import Any
 
 __all__ = ["LazyModule", "ensure_offline_litellm"]
 
+_PREFETCH_LOCK = threading.Lock()
+
 
 def ensure_offline_litellm() -> None:
     """Keep litellm from fetching its model cost map over the network, unless the user chose otherwise."""
@@ -45,6 +47,26 @@ class LazyModule(types.ModuleType):
     def is_overridden(self, name: str) -> bool:
         """Whether ``name`` was set on the proxy (``unittest.mock.patch``), shadowing the real one."""
         return name in self.__dict__
+
+    def prefetch(self) -> None:
+        """Start importing the real module in a background thread (once); returns at once.
+
+        An RLM calls this when it is made, so the run's first model call finds litellm (seconds
+        to import) already loaded or well on its way. A failed import is left for that call to
+        raise, where it is reported.
+        """
+        with _PREFETCH_LOCK:  # not the import's lock, which is held for the whole import
+            if self.__dict__.get("_lazy_prefetch") is not None or self.is_loaded:
+                return
+            thread = threading.Thread(target=self._prefetch, name="rlm-compat-import", daemon=True)
+            object.__setattr__(self, "_lazy_prefetch", thread)
+        thread.start()
+
+    def _prefetch(self) -> None:
+        try:
+            self._lazy_load()
+        except Exception:
+            pass
 
     @property
     def is_loaded(self) -> bool:

@@ -61,6 +61,9 @@ def build_parser() -> argparse.ArgumentParser:
     from .doctor_cli import register as register_doctor
 
     register_doctor(commands)
+    from .serve.cli import register as register_serve
+
+    register_serve(commands)
     return parser
 
 

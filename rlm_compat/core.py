@@ -293,6 +293,8 @@ class RLM:
         self.client: LLMClient = (
             client if client is not None else LiteLLMClient(_litellm_module, completion_handler)
         )
+        if client is None and completion_handler is None and isinstance(litellm, LazyModule):
+            litellm.prefetch()  # the first model call then finds litellm imported (issue 26)
         self.repl = REPLExecutor(config=repl_config, api=self.api)
         self._llm_calls = 0
         self._iterations = 0

@@ -119,6 +119,7 @@ class ProcessRunner:
         """The variables the last step changed, added or removed in ``env`` (what a caller that
         sizes or copies ``env`` after a step needs to look at again)."""
         self._lock = threading.Lock()
+        self._aborted = False
         weakref.finalize(self, _abandon, self._worker)
         _prewarm(config.start_method or "forkserver")
 
@@ -136,7 +137,12 @@ class ProcessRunner:
             self._drop()
 
     def abort(self) -> None:
-        """Kill the worker now, without the step lock (a step in progress ends with a REPLError)."""
+        """Kill the worker now, without the step lock (a step in progress ends with a REPLError).
+
+        A worker still starting is killed as soon as it exists (an abort in that window missed it,
+        and the step it then ran lasted until its timeout).
+        """
+        self._aborted = True
         handle = self._worker[0]
         if handle is not None:
             handle.kill()
@@ -159,6 +165,8 @@ class ProcessRunner:
         except OSError as exc:  # WorkerStartError, or the OS refusing a process or a socket
             raise REPLError(Texts.no_worker(str(exc))) from None
         self._worker[0] = handle
+        if self._aborted:
+            handle.kill()
         channel = Channel(handle.sock, trusted=False, max_incoming=limits.reply_bytes)
         try:
             channel.send({"op": "init", "protocol": PROTOCOL, "config": config, "shared": self._shared})
