@@ -64,18 +64,26 @@ class LiteLLMClient:
     """
 
     def __init__(
-        self, module: Callable[[], Any], acompletion: Callable[..., Awaitable[Any]] | None = None
+        self,
+        module: Callable[[], Any],
+        acompletion: Callable[..., Awaitable[Any]] | None = None,
+        *,
+        retry_switch_to_replacements: bool = False,
     ) -> None:
         """``acompletion``: called instead of ``litellm.acompletion`` with the same keywords and
-        expected to return a response of the same shape (0.5.0's ``completion_handler``)."""
+        expected to return a response of the same shape (0.5.0's ``completion_handler``).
+        ``retry_switch_to_replacements``: send ``num_retries=0`` to a function patched over the
+        patch point too (0.5.0 does; 2fb46cc's keywords have none)."""
         self._module = module
         self._acompletion = acompletion
+        self._switch_always = retry_switch_to_replacements
 
     async def complete(self, model: str, messages: list[Message], **kwargs: Any) -> ModelReply:
         try:
             module = self._module()
             call = self._acompletion or module.acompletion
-            if self._acompletion is not None or not _overridden(module, "acompletion"):
+            replaced = self._acompletion is None and _overridden(module, "acompletion")
+            if self._switch_always or not replaced:
                 # litellm's own retries off; a function patched over the patch point gets the
                 # keywords 2fb46cc sent (upstream's tests compare them), as it has no retries
                 kwargs = {**kwargs, "num_retries": 0}

@@ -79,6 +79,10 @@ class ApiSemantics:
     every release (each attempt a counted, budgeted, recorded call; the SDK's and litellm's own
     retries are off). 2fb46cc left retries to the openai SDK under litellm, whose default is 2;
     0.5.0 retries only when asked (0)."""
+    retry_switch_to_replacements: bool = False
+    """0.5.0 sends litellm's ``num_retries=0`` on every call, also to a function patched over
+    ``litellm.acompletion`` (its tests check it); 2fb46cc sent no retry keyword, so a patched
+    function sees exactly its keywords. litellm itself gets ``num_retries=0`` either way."""
     retry_backoff_default: float = 0.5
     """``RLM(retry_backoff_seconds=...)``'s default: the first delay, doubled per attempt (the
     openai SDK's 0.5 s that 2fb46cc got; 0.5.0's own 1 s)."""
@@ -140,6 +144,7 @@ class ApiSemantics:
             null_content_is_empty=True,
             parsed_final_method="directive",
             max_retries_default=0,
+            retry_switch_to_replacements=True,
             retry_backoff_default=1.0,
             max_iterations_message="Max iterations ({limit}) exceeded without a final answer",
             leaf_system_prompt=(

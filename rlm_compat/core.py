@@ -291,7 +291,13 @@ class RLM:
                 "cannot be combined with client= (pass one or the other)"
             )
         self.client: LLMClient = (
-            client if client is not None else LiteLLMClient(_litellm_module, completion_handler)
+            client
+            if client is not None
+            else LiteLLMClient(
+                _litellm_module,
+                completion_handler,
+                retry_switch_to_replacements=self.api.retry_switch_to_replacements,
+            )
         )
         if client is None and completion_handler is None and isinstance(litellm, LazyModule):
             litellm.prefetch()  # the first model call then finds litellm imported (issue 26)

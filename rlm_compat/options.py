@@ -192,6 +192,7 @@ def check_call_options(
     the check for per-call keywords (``rlm.complete(q, ctx, temperature=0)``).
     """
     api = resolve_api(api)
+    _refuse_sdk_retries(options, caller)
     misplaced = sorted(set(options) & set(RELEASE_050_OPTIONS))
     if misplaced:
         described = "; ".join(f"{n}: {RELEASE_050_OPTIONS[n]}" for n in misplaced)
@@ -199,7 +200,6 @@ def check_call_options(
             f"{caller}: recursive-llm 0.5.0's {_names(misplaced)} set on RLM(...), not per model "
             f"call ({described}); pass it when constructing the RLM"
         )
-    _refuse_sdk_retries(options, caller)
     unknown = sorted(n for n in options if n not in PROVIDER_OPTIONS and not _litellm_accepts(n))
     if unknown:
         known = sorted(
@@ -226,8 +226,8 @@ def _refuse_sdk_retries(options: Mapping[str, Any], caller: str) -> None:
     if refused:
         raise UnsupportedOptionError(
             f"{caller}: {_names(refused)} refused: retries are the RLM's own, each attempt a counted "
-            "call in its stats, budget and trajectory; set them once with RLM(max_retries=N, "
-            "retry_backoff_seconds=S)"
+            "call in its stats, budget and trajectory; use RLM max_retries instead, set once as "
+            "RLM(max_retries=N, retry_backoff_seconds=S)"
         )
 
 

@@ -68,10 +68,13 @@ class REPLExecutor(_Executor):
         *,
         config: ReplConfig | None = None,
         api: str | ApiSemantics | None = None,
+        state: str = "env",
     ) -> None:
         """``resource_limits`` replace the matching :class:`~rlm_compat.config.Limits`; limits it
         leaves unset keep rlm_compat's defaults. ``max_snapshot_bytes``: how much of the session's
-        plain data the caller's ``env`` gets back after a step (see the module's docstring)."""
+        plain data the caller's ``env`` gets back after a step (see the module's docstring).
+        ``state``: as :class:`rlm_compat.repl.REPLExecutor`'s (the RLM loop, which 0.5.0's tests
+        patch with a subclass of this class, asks for ``"worker"``)."""
         if isinstance(max_output_chars, int) and max_output_chars <= 0:
             raise ConfigurationError("max_output_chars must be greater than zero")
         check_snapshot_bytes("max_snapshot_bytes", max_snapshot_bytes)
@@ -82,7 +85,7 @@ class REPLExecutor(_Executor):
         limits = Limits() if resource_limits is None else resource_limits.to_limits()
         if config is None:
             config = ReplConfig(timeout=timeout, max_output_chars=max_output_chars, limits=limits)
-        super().__init__(config=config, api="0.5" if api is None else api)
+        super().__init__(config=config, api="0.5" if api is None else api, state=state)
         self.max_snapshot_bytes = max_snapshot_bytes
         self._withheld: dict[str, Any] = {}
         self._sizes: dict[str, tuple[Any, int]] = {}
