@@ -110,12 +110,12 @@ def _steps_dspy(data: bytes) -> tuple[list[dict[str, Any]], dict[str, Any]]:
 _LA3D_TOOL = re.compile(r"\b(sparql_\w+|g_\w+|ctx_\w+|endpoint_info)\s*\(")
 """The graph tools of LA3D/rlm's reasoningbank runs (experiments/reasoningbank/ctx/)."""
 
-_KAG_TOOL = re.compile(
-    r"\b(op_\w+|g_\w+|validate_graph|finalize_graph|graph_stats|query_contains)\s*\("
-)
+_KAG_TOOL = re.compile(r"\b(op_\w+|g_\w+|validate_graph|finalize_graph|graph_stats|query_contains)\s*\(")
 """The graph-building and graph-reading tools of LA3D/rlm's KAG runs (experiments/KAG/)."""
 
-_EVAL_TOOL = re.compile(r"\b(sparql_\w+|res_\w+|query|describe_entity|search_entity|probe_relationships)\s*\(")
+_EVAL_TOOL = re.compile(
+    r"\b(sparql_\w+|res_\w+|query|describe_entity|search_entity|probe_relationships)\s*\("
+)
 """The SPARQL tools of LA3D/rlm's eval harness runs (evals/runners/task_runner.py)."""
 
 _OPENING_FENCE = re.compile(r"\A\s*```[A-Za-z0-9_+-]*[ \t]*\n")
@@ -125,8 +125,9 @@ _RECORDED_SYNTAX_ERROR = re.compile(r"\A\[Error\] (invalid syntax|SyntaxError|Sy
 
 def _as_run(code: str, recorded_output: str) -> str:
     """The code as the runner executed it: LA3D's harness strips a markdown fence line at the start
-    and the fence lines at the end of the code field, and its recorded output is that of the stripped code, except
-    in the runs whose recorded output is a syntax error (there the fence was run as written)."""
+    and the fence lines at the end of the code field, and its recorded output is that of the
+    stripped code, except in the runs whose recorded output is a syntax error (there the fences
+    were run as written)."""
     if _RECORDED_SYNTAX_ERROR.match(recorded_output):
         return code
     return _CLOSING_FENCE.sub("", _OPENING_FENCE.sub("", code, count=1), count=1)
@@ -198,7 +199,8 @@ def _runs_la3d_eval(data: bytes) -> list[tuple[str, list[dict[str, Any]], dict[s
                 stdout, stderr = str(result.get("stdout") or ""), str(result.get("stderr") or "")
                 steps.append(
                     {
-                        "where": f"trial {number}, iteration {turn.get('iteration')}, code block {block_number}",
+                        "where": f"trial {number}, iteration {turn.get('iteration')}, "
+                        f"code block {block_number}",
                         "code": _as_run(str(block.get("code", "")), stdout),
                         "recorded_output": stdout + stderr,
                         "recorded_error": bool(stderr.strip()) or stdout.startswith("[Error]"),
