@@ -16,6 +16,7 @@ is kept once. The records are the models' code as published: never edited, never
 from __future__ import annotations
 
 import argparse
+import ast
 import hashlib
 import json
 import re
@@ -221,7 +222,46 @@ def _runs_la3d_eval(data: bytes) -> list[tuple[str, list[dict[str, Any]], dict[s
     return runs
 
 
-READERS = {"rlms": _steps_rlms, "dspy": _steps_dspy, "la3d-events": _steps_la3d, "la3d-kag": _steps_kag}
+def _assigned(code: str) -> set[str]:
+    try:
+        tree = ast.parse(code)
+    except SyntaxError:
+        return set()
+    return {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+
+
+def _steps_fabric(data: bytes) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """fabric-rlm's ``Trajectory.write_jsonl``: a metadata line, then one line per turn with the
+    code, stdout, stderr, error and the REPL's state after the turn."""
+    lines = [json.loads(line) for line in data.decode("utf-8").splitlines() if line.strip()]
+    turns = [t for t in lines if isinstance(t.get("code"), str)]
+    steps = [
+        {
+            "where": f"turn {t.get('turn')}",
+            "code": t["code"],
+            "recorded_output": str(t.get("stdout") or "") + str(t.get("stderr") or ""),
+            "recorded_error": t.get("error") is not None,
+        }
+        for t in turns
+    ]
+    made = set().union(*(_assigned(t["code"]) for t in turns)) if turns else set()
+    first = turns[0].get("state") if turns and isinstance(turns[0].get("state"), dict) else {}
+    env = {
+        "context": {"kind": "placeholder", "chars": 0},
+        "variables": {k: v for k, v in first.items() if k not in made},
+        "note": "fabric-rlm gives the REPL its signature's inputs as variables (no `context`): they are "
+        "the recorded state after the first turn, less the names the run's code assigns",
+    }
+    return steps, env
+
+
+READERS = {
+    "rlms": _steps_rlms,
+    "dspy": _steps_dspy,
+    "la3d-events": _steps_la3d,
+    "la3d-kag": _steps_kag,
+    "fabric-rlm": _steps_fabric,
+}
 RUN_READERS = {"la3d-eval": _runs_la3d_eval}
 """Readers of files holding several runs: each run is (trajectory suffix, steps, environment)."""
 

@@ -170,6 +170,8 @@ def corpus_cases(steps: Sequence[Step]) -> list[dict[str, Any]]:
             env[alias] = context
         if "question" in environment:
             env["question"] = environment["question"]
+        for name, value in environment.get("variables", {}).items():
+            env.setdefault(name, value)
         prelude = PRELUDE + "".join(
             f'\ndef {name}(*args, **kwargs):\n    return "[tool stand-in]"\n'
             for name in environment.get("stand_ins", [])
