@@ -16,6 +16,7 @@ is kept once. The records are the models' code as published: never edited, never
 from __future__ import annotations
 
 import argparse
+import ast
 import hashlib
 import json
 import re
@@ -110,8 +111,30 @@ def _steps_dspy(data: bytes) -> tuple[list[dict[str, Any]], dict[str, Any]]:
 _LA3D_TOOL = re.compile(r"\b(sparql_\w+|g_\w+|ctx_\w+|endpoint_info)\s*\(")
 """The graph tools of LA3D/rlm's reasoningbank runs (experiments/reasoningbank/ctx/)."""
 
+_KAG_TOOL = re.compile(r"\b(op_\w+|g_\w+|validate_graph|finalize_graph|graph_stats|query_contains)\s*\(")
+"""The graph-building and graph-reading tools of LA3D/rlm's KAG runs (experiments/KAG/)."""
 
-def _steps_la3d(data: bytes) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+_EVAL_TOOL = re.compile(
+    r"\b(sparql_\w+|res_\w+|query|describe_entity|search_entity|probe_relationships)\s*\("
+)
+"""The SPARQL tools of LA3D/rlm's eval harness runs (evals/runners/task_runner.py)."""
+
+_OPENING_FENCE = re.compile(r"\A\s*```[A-Za-z0-9_+-]*[ \t]*\n")
+_CLOSING_FENCE = re.compile(r"(\n```[ \t]*)+\s*\Z")
+_RECORDED_SYNTAX_ERROR = re.compile(r"\A\[Error\] (invalid syntax|SyntaxError|Syntax error)")
+
+
+def _as_run(code: str, recorded_output: str) -> str:
+    """The code as the runner executed it: LA3D's harness strips a markdown fence line at the start
+    and the fence lines at the end of the code field, and its recorded output is that of the
+    stripped code, except in the runs whose recorded output is a syntax error (there the fences
+    were run as written)."""
+    if _RECORDED_SYNTAX_ERROR.match(recorded_output):
+        return code
+    return _CLOSING_FENCE.sub("", _OPENING_FENCE.sub("", code, count=1), count=1)
+
+
+def _la3d_events(data: bytes) -> tuple[list[dict[str, Any]], str, int]:
     steps: list[dict[str, Any]] = []
     question, chars = "", 0
     for number, line in enumerate(data.decode("utf-8").splitlines(), 1):
@@ -121,7 +144,7 @@ def _steps_la3d(data: bytes) -> tuple[list[dict[str, Any]], dict[str, Any]]:
         body = record.get("data") if isinstance(record.get("data"), dict) else {}
         if record.get("event_type") == "run_start":
             question = str(body.get("task", ""))
-            chars = int(body.get("context_size") or 0)
+            chars = int(body.get("context_size") or body.get("document_size") or 0)
         elif record.get("event_type") == "iteration" and isinstance(body.get("code"), str):
             output = body.get("output")
             steps.append(
@@ -132,6 +155,11 @@ def _steps_la3d(data: bytes) -> tuple[list[dict[str, Any]], dict[str, Any]]:
                     "recorded_error": None,
                 }
             )
+    return steps, question, chars
+
+
+def _steps_la3d(data: bytes) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    steps, question, chars = _la3d_events(data)
     tools = sorted({m for s in steps for m in _LA3D_TOOL.findall(s["code"])})
     env = {
         "context": {"kind": "placeholder", "chars": chars},
@@ -145,7 +173,97 @@ def _steps_la3d(data: bytes) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     return steps, env
 
 
-READERS = {"rlms": _steps_rlms, "dspy": _steps_dspy, "la3d-events": _steps_la3d}
+def _steps_kag(data: bytes) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    steps, question, chars = _la3d_events(data)
+    tools = sorted({m for s in steps for m in _KAG_TOOL.findall(s["code"])})
+    env = {
+        "context": {"kind": "placeholder", "chars": chars},
+        "question": question,
+        "stand_ins": tools,
+        "note": "dspy.RLM building a knowledge graph from an OCR'd paper: the document is not in the log, "
+        "a placeholder of the recorded size stands in; the run's `blocks` list is not reconstructed, so "
+        "code that reads it fails under every implementation alike; the graph tools the code calls "
+        "(op_create_node, g_search, validate_graph...) are stand-ins returning a fixed text",
+    }
+    return steps, env
+
+
+def _runs_la3d_eval(data: bytes) -> list[tuple[str, list[dict[str, Any]], dict[str, Any]]]:
+    """LA3D/rlm's eval harness results: one run per trial, each iteration's code blocks in order."""
+    document = json.loads(data)
+    runs = []
+    for number, trial in enumerate(document.get("trial_results", []), 1):
+        steps = []
+        for turn in trial.get("transcript") or []:
+            for block_number, block in enumerate(turn.get("code_blocks") or [], 1):
+                result = block.get("result") if isinstance(block.get("result"), dict) else {}
+                stdout, stderr = str(result.get("stdout") or ""), str(result.get("stderr") or "")
+                steps.append(
+                    {
+                        "where": f"trial {number}, iteration {turn.get('iteration')}, "
+                        f"code block {block_number}",
+                        "code": _as_run(str(block.get("code", "")), stdout),
+                        "recorded_output": stdout + stderr,
+                        "recorded_error": bool(stderr.strip()) or stdout.startswith("[Error]"),
+                    }
+                )
+        tools = sorted({m for s in steps for m in _EVAL_TOOL.findall(s["code"])})
+        env = {
+            "context": {"kind": "placeholder", "chars": 0},
+            "question": str(document.get("task_query", "")),
+            "stand_ins": tools,
+            "note": "dspy.RLM answering a SPARQL task over a remote endpoint: the run's context (ontology "
+            "metadata) is not in the result file and stands empty; the SPARQL tools the code calls "
+            "(sparql_query, res_head, query...) are stand-ins returning a fixed text; a markdown fence line "
+            "at the code's start or end is dropped as the runner dropped it (kept where the recorded output "
+            "is the syntax error it caused)",
+        }
+        runs.append((f"#trial-{number}" if len(document["trial_results"]) > 1 else "", steps, env))
+    return runs
+
+
+def _assigned(code: str) -> set[str]:
+    try:
+        tree = ast.parse(code)
+    except SyntaxError:
+        return set()
+    return {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+
+
+def _steps_fabric(data: bytes) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """fabric-rlm's ``Trajectory.write_jsonl``: a metadata line, then one line per turn with the
+    code, stdout, stderr, error and the REPL's state after the turn."""
+    lines = [json.loads(line) for line in data.decode("utf-8").splitlines() if line.strip()]
+    turns = [t for t in lines if isinstance(t.get("code"), str)]
+    steps = [
+        {
+            "where": f"turn {t.get('turn')}",
+            "code": t["code"],
+            "recorded_output": str(t.get("stdout") or "") + str(t.get("stderr") or ""),
+            "recorded_error": t.get("error") is not None,
+        }
+        for t in turns
+    ]
+    made = set().union(*(_assigned(t["code"]) for t in turns)) if turns else set()
+    first = turns[0].get("state") if turns and isinstance(turns[0].get("state"), dict) else {}
+    env = {
+        "context": {"kind": "placeholder", "chars": 0},
+        "variables": {k: v for k, v in first.items() if k not in made},
+        "note": "fabric-rlm gives the REPL its signature's inputs as variables (no `context`): they are "
+        "the recorded state after the first turn, less the names the run's code assigns",
+    }
+    return steps, env
+
+
+READERS = {
+    "rlms": _steps_rlms,
+    "dspy": _steps_dspy,
+    "la3d-events": _steps_la3d,
+    "la3d-kag": _steps_kag,
+    "fabric-rlm": _steps_fabric,
+}
+RUN_READERS = {"la3d-eval": _runs_la3d_eval}
+"""Readers of files holding several runs: each run is (trajectory suffix, steps, environment)."""
 
 
 def build(sources_dir: Path) -> list[dict[str, Any]]:
@@ -156,28 +274,43 @@ def build(sources_dir: Path) -> list[dict[str, Any]]:
         git_dir = _git_dir(sources_dir, source["repo"])
         for entry in source["files"]:
             data = _show(git_dir, entry["commit"], entry["path"])
-            steps, env = READERS[source["format"]](data)
-            fingerprint = hashlib.sha256(json.dumps([s["code"] for s in steps]).encode()).hexdigest()
-            if not steps or fingerprint in seen:
-                continue
-            seen.add(fingerprint)
-            trajectory = f"{source['repo']}/{entry['path']}"
-            for index, step in enumerate(steps, 1):
-                records.append(
-                    {
-                        "id": f"{trajectory}#{index}",
-                        "trajectory": trajectory,
-                        "index": index,
-                        "source": source["repo"],
-                        "commit": entry["commit"],
-                        "path": entry["path"],
-                        "model": entry["model"],
-                        "licence": source["licence"],
-                        "format": source["format"],
-                        "environment": env,
-                        **step,
-                    }
-                )
+            fmt = entry.get("format", source["format"])
+            runs = RUN_READERS[fmt](data) if fmt in RUN_READERS else [("", *READERS[fmt](data))]
+            for suffix, steps, env in runs:
+                fingerprint = hashlib.sha256(json.dumps([s["code"] for s in steps]).encode()).hexdigest()
+                if not steps or fingerprint in seen:
+                    continue
+                seen.add(fingerprint)
+                trajectory = f"{source['repo']}/{entry['path']}{suffix}"
+                records.extend(_records(trajectory, source, entry, fmt, env, steps))
+    return records
+
+
+def _records(
+    trajectory: str,
+    source: dict[str, Any],
+    entry: dict[str, Any],
+    fmt: str,
+    env: dict[str, Any],
+    steps: list[dict[str, Any]],
+) -> list[dict[str, Any]]:
+    records = []
+    for index, step in enumerate(steps, 1):
+        records.append(
+            {
+                "id": f"{trajectory}#{index}",
+                "trajectory": trajectory,
+                "index": index,
+                "source": source["repo"],
+                "commit": entry["commit"],
+                "path": entry["path"],
+                "model": entry["model"],
+                "licence": source["licence"],
+                "format": fmt,
+                "environment": env,
+                **step,
+            }
+        )
     return records
 
 

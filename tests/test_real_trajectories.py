@@ -7,6 +7,7 @@ from docs/research/real-trajectories.json, whose ``inputs`` hash what the number
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import sys
 from pathlib import Path
@@ -88,3 +89,39 @@ def test_an_implementation_given_as_a_command_gets_a_row(tmp_path: Path) -> None
     assert mine["cpython_ran"] == record["implementations"]["cpython"]["cpython_ran"] > 0
     assert mine["as_cpython"] == mine["cpython_ran"]
     assert "| `mine` |" in render(record)
+
+
+def test_the_builder_reads_an_eval_harness_file_as_its_runner_ran_it() -> None:
+    """A real LA3D/rlm result file (tests/data/replay/real/PROVENANCE.json): one run per trial, the
+    code as the runner executed it (fence lines dropped where the recorded output shows it ran, kept
+    where the recording is the syntax error they caused), and the same steps as the corpus holds."""
+    spec = importlib.util.spec_from_file_location(
+        "build_real_corpus", ROOT / "scripts" / "build_real_corpus.py"
+    )
+    assert spec is not None and spec.loader is not None
+    builder = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(builder)
+    real = ROOT / "tests" / "data" / "replay" / "real"
+    entry = next(
+        e
+        for e in json.loads((real / "PROVENANCE.json").read_text(encoding="utf-8"))["files"]
+        if e["format"] == "la3d-eval"
+    )
+    raw = json.loads((real / entry["file"]).read_bytes())
+    runs = builder.RUN_READERS["la3d-eval"]((real / entry["file"]).read_bytes())
+    assert len(runs) == len(raw["trial_results"]) == 1
+    suffix, steps, env = runs[0]
+    blocks = [b for turn in raw["trial_results"][0]["transcript"] for b in turn.get("code_blocks") or []]
+    assert suffix == "" and len(steps) == len(blocks) == 8
+    assert {"sparql_query", "res_head"} <= set(env["stand_ins"]) and env["question"] == raw["task_query"]
+    ran = [s for s in steps if not s["recorded_error"]]
+    assert ran and all("```" not in s["code"] for s in ran)
+    assert any(b["code"].startswith("```python\n") for b in blocks)
+    syntax = [s for s in steps if s["recorded_output"].startswith("[Error] invalid syntax")]
+    assert len(syntax) == 1 and syntax[0]["code"] == blocks[-1]["code"]  # run as written: it failed so
+    corpus = [
+        s.record["code"]
+        for s in load_corpus()
+        if s.record["path"] == entry["path"] and s.record["commit"] == entry["commit"]
+    ]
+    assert corpus == [s["code"] for s in steps]

@@ -3,7 +3,8 @@
 Every run of the corpus (code steps real models wrote, collected with provenance by
 scripts/build_real_corpus.py) becomes one REPL case of the conformance protocol: its environment
 reconstructed as each record says (the recorded context, or a placeholder text of the recorded
-size; the question), a prelude step defining sub-call stand-ins, then the model's steps in their
+size; the question; the recorded input variables where the log has them), a prelude step defining
+sub-call stand-ins, then the model's steps in their
 recorded order, so a step sees what the run's earlier steps left. Any implementation the
 protocol reaches runs the same cases (``--impl NAME=COMMAND`` adds a row), and each step is judged
 against plain CPython running it (what the model expected):
@@ -170,6 +171,8 @@ def corpus_cases(steps: Sequence[Step]) -> list[dict[str, Any]]:
             env[alias] = context
         if "question" in environment:
             env["question"] = environment["question"]
+        for name, value in environment.get("variables", {}).items():
+            env.setdefault(name, value)
         prelude = PRELUDE + "".join(
             f'\ndef {name}(*args, **kwargs):\n    return "[tool stand-in]"\n'
             for name in environment.get("stand_ins", [])
@@ -401,7 +404,8 @@ def render(record: dict[str, Any]) -> str:
         f"{corpus['steps']} code steps from {corpus['runs']} runs, {len(corpus['sources'])} sources, "
         f"{len(corpus['models'])} models. Each step is a JSON record with its source repository, commit, "
         "path, model, licence and how its environment is reconstructed (the recorded context, or a "
-        "placeholder text of the recorded size; sub-call and tool stand-ins defined before the run's",
+        "placeholder text of the recorded size; the recorded input variables where the log has them; "
+        "sub-call and tool stand-ins defined before the run's",
         "first step).",
         "",
         "| source | licence | runs | code steps | models |",
@@ -473,8 +477,10 @@ def render(record: dict[str, Any]) -> str:
         f"placeholders of the recorded size (at most {PLACEHOLDER_CAP:,} characters), so outputs that depend",
         "on the context's text differ from the",
         "recording under every implementation alike; they are compared with CPython over the same",
-        "placeholder, never with the recording. Tools a run had beyond the RLM's own functions are not",
-        "reconstructed: steps calling them fail in CPython and are not counted. Steps whose output",
+        "placeholder, never with the recording. Tools a run had beyond the RLM's own functions are",
+        "stand-ins returning a fixed text, and data a run read that its log does not hold (a document's",
+        "blocks, a SPARQL endpoint's rows) is absent: steps needing them fail in CPython and are not",
+        "counted. Steps whose output",
         "differs between two CPython runs (`random`, clocks) are compared by outcome kind only.",
         "",
     ]
