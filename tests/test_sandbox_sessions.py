@@ -203,6 +203,9 @@ def test_sandboxed_regex_leaves_the_host_re_cache_alone(profile: str) -> None:
     # the host's own first-use imports (textwrap, tokenize: their module-level patterns) happen
     # here, so the comparison below sees only what the sandboxed code could have added
     executor.execute("re.match('warm', 'x')", {})
+    for thread in threading.enumerate():  # an RLM made by an earlier test imports litellm meanwhile
+        if thread.name == "rlm-compat-import":
+            thread.join(120)
     for i in range(20):
         re.match(f"host-pattern-{i}", "x")
     before = [dict(c) for c in _host_re_caches()]
@@ -223,8 +226,13 @@ def test_sandboxed_regex_leaves_the_host_re_cache_alone(profile: str) -> None:
         """)
     assert executor.execute(code, {}) == "1"
     after = _host_re_caches()
-    assert [list(c) for c in after] == [list(c) for c in before]
-    assert all(a[k] is b[k] for a, b in zip(after, before, strict=True) for k in b)
+    # nothing of the sandbox's thousands of patterns entered the host's caches, and the host's own
+    # recent entries were neither evicted nor replaced; other threads of this test process may
+    # still compile patterns of their own meanwhile (an import evicts the oldest entries)
+    assert not [key for cache in after for key in cache if "sess" in str(key)]
+    ours = [{k: v for k, v in c.items() if "host-pattern" in str(k)} for c in before]
+    assert any(ours)
+    assert all(cache.get(k) is v for cache, mine in zip(after, ours, strict=True) for k, v in mine.items())
 
 
 @pytest.mark.parametrize("profile", PROFILES)
