@@ -24,6 +24,7 @@ import pytest
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule, run_state_machine_as_test
+from upstream_checkout import missing
 
 from rlm_compat.conformance import compare
 from rlm_compat.conformance.adapters import ProfileAdapter
@@ -79,10 +80,10 @@ def test_every_kind_ran_for_both_profiles(default_run: Any) -> None:
 def upstream_driver() -> Iterator[DriverProcess]:
     path = os.environ.get("RLM_COMPAT_UPSTREAM")
     if not path:
-        pytest.skip("RLM_COMPAT_UPSTREAM is not set (path to a ysz/recursive-llm 2fb46cc checkout)")
+        missing("RLM_COMPAT_UPSTREAM is not set (path to a ysz/recursive-llm 2fb46cc checkout)")
     checkout = Checkout.inspect(Path(path))
     if not checkout.commit.startswith("2fb46cc"):
-        pytest.skip(f"RLM_COMPAT_UPSTREAM is at {checkout.commit[:12]}, not 2fb46cc")
+        missing(f"RLM_COMPAT_UPSTREAM is at {checkout.commit[:12]}, not 2fb46cc")
     python = os.environ.get("RLM_COMPAT_UPSTREAM_PYTHON", sys.executable)
     # No sampled case hangs, so a long limit costs nothing; a 3 s one turned a sum over ten million
     # numbers into a "hang" on a loaded machine.

@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 from jsonschema import Draft202012Validator
 from referencing import Registry, Resource
+from upstream_checkout import missing
 
 from rlm_compat.conformance import inputs
 from rlm_compat.conformance.deviations import Registry as Deviations
@@ -239,14 +240,14 @@ def test_deviations_file_is_valid_and_consistent() -> None:
 def _upstream_checkout() -> Path:
     path = os.environ.get("RLM_COMPAT_UPSTREAM")
     if not path:
-        pytest.skip("RLM_COMPAT_UPSTREAM is not set (path to a ysz/recursive-llm 2fb46cc checkout)")
+        missing("RLM_COMPAT_UPSTREAM is not set (path to a ysz/recursive-llm 2fb46cc checkout)")
     return Path(path)
 
 
 def test_upstream_file_hashes_match_the_live_checkout() -> None:
     checkout = Checkout.inspect(_upstream_checkout())
     if not checkout.commit.startswith("2fb46cc"):
-        pytest.skip(f"RLM_COMPAT_UPSTREAM is at {checkout.commit[:12]}, not 2fb46cc")
+        missing(f"RLM_COMPAT_UPSTREAM is at {checkout.commit[:12]}, not 2fb46cc")
     recorded = FIXTURES.provenance()["upstream"]["checkouts"]["2fb46cc"]
     assert recorded["commit"] == checkout.commit
     assert recorded["files"] == checkout.files

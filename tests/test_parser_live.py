@@ -17,6 +17,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from parser_model import final_heavy_text, model_parse_response, text_and_env
+from upstream_checkout import missing
 
 from rlm_compat import parser
 from rlm_compat.conformance.parser_cases import all_parser_cases
@@ -30,7 +31,7 @@ _FUNCTIONS = ("extract_final", "extract_final_var", "is_final", "parse_response"
 def upstream() -> ModuleType:
     root = os.environ.get("RLM_COMPAT_UPSTREAM")
     if not root:
-        pytest.skip("RLM_COMPAT_UPSTREAM is not set (path to a ysz/recursive-llm checkout)")
+        missing("RLM_COMPAT_UPSTREAM is not set (path to a ysz/recursive-llm checkout)")
     path = Path(root) / "src" / "rlm" / "parser.py"
     assert path.is_file(), f"RLM_COMPAT_UPSTREAM={root!r} has no src/rlm/parser.py"
     spec = importlib.util.spec_from_file_location("_rlm_upstream_parser", path)

@@ -174,22 +174,34 @@ def test_any_text_gives_a_string_or_a_repl_error(profile: str, code: str) -> Non
         assert str(exc).startswith("Execution error: ")
 
 
-@pytest.mark.parametrize("profile", PROFILES)
 @pytest.mark.parametrize(
-    "code",
+    ("profile", "code", "expected"),
     [
-        "raise BaseException('x')",
-        "raise GeneratorExit",
-        "def f():\n    f()\nf()",
-        "raise StopIteration",
-        "x = []\nx.append(x)\nprint(x)",
+        ("fixed", "raise BaseException('x')", "Execution error: BaseException: x (line 1)"),
+        ("fixed", "raise GeneratorExit", "Execution error: GeneratorExit (line 1)"),
+        (
+            "fixed",
+            "def f():\n    f()\nf()",
+            "Execution error: RecursionError: maximum recursion depth exceeded (line 2)",
+        ),
+        ("fixed", "raise StopIteration", "Execution error: StopIteration (line 1)"),
+        # 2fb46cc's texts: str(exc) only, and its functions cannot see their own name
+        ("upstream", "raise BaseException('x')", "Execution error: x"),
+        ("upstream", "raise GeneratorExit", "Execution error: "),
+        ("upstream", "def f():\n    f()\nf()", "Execution error: name 'f' is not defined"),
+        ("upstream", "raise StopIteration", "Execution error: "),
     ],
 )
-def test_odd_exceptions_are_wrapped(profile: str, code: str) -> None:
-    try:
-        run(code, profile=profile)
-    except REPLError:
-        pass
+def test_odd_exceptions_are_wrapped(profile: str, code: str, expected: str) -> None:
+    """Exceptions outside Exception (and ones Python treats specially) reach the model as REPLError."""
+    err = error_of(code, profile=profile)
+    assert type(err) is REPLError
+    assert str(err) == expected
+
+
+@pytest.mark.parametrize("profile", PROFILES)
+def test_a_self_referencing_list_prints_as_python_prints_it(profile: str) -> None:
+    assert run("x = []\nx.append(x)\nprint(x)", profile=profile) == "[[...]]"
 
 
 @pytest.mark.parametrize("bad", [None, 3, b"x = 1"])

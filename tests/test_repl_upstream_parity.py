@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 import upstream_truth as truth
+from upstream_checkout import missing
 
 CASES = truth.recorded("upstream_parity")
 IDS = [truth.name(line) for line in CASES]
@@ -30,7 +31,7 @@ def test_recorded_upstream_behaviour(line: dict[str, Any]) -> None:
 def _upstream_executor() -> tuple[Any, type[BaseException]]:
     root = os.environ.get("RLM_COMPAT_UPSTREAM")
     if not root:
-        pytest.skip("set RLM_COMPAT_UPSTREAM to a ysz/recursive-llm checkout to compare live")
+        missing("set RLM_COMPAT_UPSTREAM to a ysz/recursive-llm checkout to compare live")
     path = Path(root) / "src" / "rlm" / "repl.py"
     if not path.is_file():
         pytest.skip(f"{path} not found")

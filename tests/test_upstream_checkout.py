@@ -55,3 +55,12 @@ def test_given_path_and_empty_value(monkeypatch: pytest.MonkeyPatch, tmp_path: P
     monkeypatch.setenv(ENV, "")
     off = resolve()
     assert off.path is None and "empty" in off.how
+
+
+def test_a_missing_checkout_skips_locally_and_fails_under_ci(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(upstream_checkout.CI_ENV, raising=False)
+    with pytest.raises(pytest.skip.Exception, match="no checkout"):
+        upstream_checkout.missing("no checkout")
+    monkeypatch.setenv(upstream_checkout.CI_ENV, "1")
+    with pytest.raises(pytest.fail.Exception, match=r"no checkout .*must run, not skip"):
+        upstream_checkout.missing("no checkout")

@@ -8,7 +8,9 @@ session, before the test modules are imported, and export the result:
 1. ``RLM_COMPAT_UPSTREAM`` already set: used as it is (set it to an empty string for no live tests);
 2. the git bundle ``../shared/upstream/recursive-llm.bundle`` beside the project: cloned;
 3. GitHub (``RLM_COMPAT_UPSTREAM_URL`` overrides the address): cloned when the network allows;
-4. otherwise none, and the live tests skip with the reason collected on the way.
+4. otherwise none, and the live tests skip with the reason collected on the way — except under CI
+   (``RLM_COMPAT_CI=1``, set by ``.ci/run``), where a missing or wrong checkout fails the run: a live
+   test that skipped there would look like a pass.
 
 A clone is cached under the system temp directory (one per user), checked out at 2fb46cc (the
 tests read cc7a826 from its history), and reused while it has both commits and a clean tree.
@@ -22,10 +24,12 @@ import subprocess
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
+from typing import NoReturn
 
 import pytest
 
 ENV = "RLM_COMPAT_UPSTREAM"
+CI_ENV = "RLM_COMPAT_CI"
 URL_ENV = "RLM_COMPAT_UPSTREAM_URL"
 HOW_ENV = "RLM_COMPAT_UPSTREAM_HOW"
 GITHUB = "https://github.com/ysz/recursive-llm"
@@ -124,6 +128,17 @@ def resolve() -> Upstream:
     return Upstream(None, "; ".join(reasons))
 
 
+def under_ci() -> bool:
+    return os.environ.get(CI_ENV) == "1"
+
+
+def missing(reason: str) -> NoReturn:
+    """Skip a live test for ``reason``; under CI fail it instead (see the module docstring)."""
+    if under_ci():
+        pytest.fail(f"{reason} ({CI_ENV}=1: the live upstream tests must run, not skip)", pytrace=False)
+    pytest.skip(reason)
+
+
 def export(upstream: Upstream) -> None:
     """Put the result where the tests and child processes (xdist workers too) read it."""
     os.environ[ENV] = str(upstream.path) if upstream.path else ""
@@ -137,6 +152,8 @@ def pytest_configure(config: pytest.Config) -> None:
     """Resolve once per process; xdist workers inherit the exported path and reason."""
     _FOUND[:] = [resolve()]
     export(_FOUND[0])
+    if _FOUND[0].path is None and under_ci():
+        raise pytest.UsageError(f"{CI_ENV}=1 but no ysz/recursive-llm checkout could be had: {_FOUND[0].how}")
 
 
 def pytest_report_header(config: pytest.Config) -> str:
