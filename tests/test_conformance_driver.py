@@ -154,6 +154,10 @@ def test_a_dying_case_is_a_failure_not_a_result(driver: DriverProcess) -> None:
 
 def test_stray_output_cannot_corrupt_the_protocol(driver: DriverProcess) -> None:
     assert _repl(driver, "noise")["result"]["steps"][0]["output"] == "ran noise"
+    # stderr is read by its own thread: the reply on stdout can arrive before that thread has run
+    deadline = time.monotonic() + 30
+    while "garbage" not in driver.stderr_tail() and time.monotonic() < deadline:
+        time.sleep(0.01)
     assert "garbage" in driver.stderr_tail()
 
 
