@@ -19,6 +19,11 @@ import pytest
 from rlm_compat.conformance.adapters import ProfileAdapter
 from rlm_compat.conformance.fixtures import FixtureSet, read_jsonl
 
+# once_per_ci: what differs between the two isolations is the transport, the same code on every
+# Python; test_conformance.py runs every fixture in process mode (each profile's default) against
+# upstream's recording on every Python.
+pytestmark = pytest.mark.once_per_ci
+
 PYTHON = ".".join(platform.python_version().split(".")[:2])
 _WHERE = re.compile(r" \(line \d+( of code block \d+)?\)$")
 

@@ -23,6 +23,8 @@ def test_files_with_shared_fixtures_are_found_from_their_source(tmp_path: Path) 
     assert not defines_shared_fixture(broken)
 
 
+# once_per_ci: it checks the test suite's own scheduler plugin (a nested pytest run), not the library
+@pytest.mark.once_per_ci
 def test_a_module_fixture_is_built_once_across_two_workers(tmp_path: Path) -> None:
     pytest.importorskip("xdist")
     builds = tmp_path / "builds.txt"
