@@ -15,8 +15,8 @@ import pytest
 from rlm_compat import REPLExecutor
 from rlm_compat.conformance import oracle
 from rlm_compat.errors import REPLSecurityError
-from rlm_compat.sandbox import prep
-from rlm_compat.sandbox.cpython_bugs import except_star_is_safe
+from rlm_compat.sandbox.restrict import prep
+from rlm_compat.sandbox.restrict.cpython_bugs import except_star_is_safe
 
 POC = """
 class Evil(BaseExceptionGroup):

@@ -18,13 +18,14 @@ from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 from ..errors import FinalVarMissingError, REPLError, REPLSecurityError, REPLTimeoutError
-from .context import LOCAL, ExecState, Session
-from .deadline import Deadline, run_with_deadline
 from .hostcall import bounded_str
-from .modules import proxy_for_module
-from .output import CappedText, PrintCollector
-from .policy import session_builtins
-from .prep import (
+from .isolate.rlimits import CONTEXT_ROOM, host_text_bytes
+from .restrict.context import LOCAL, ExecState, Session
+from .restrict.deadline import Deadline, run_with_deadline
+from .restrict.modules import proxy_for_module
+from .restrict.output import CappedText, PrintCollector
+from .restrict.policy import session_builtins
+from .restrict.prep import (
     Compiled,
     CompileOptions,
     Program,
@@ -33,9 +34,8 @@ from .prep import (
     extract,
     user_line,
 )
-from .rlimits import CONTEXT_ROOM, host_text_bytes
+from .restrict.violations import MemorySignal, SandboxViolation, TimeoutSignal
 from .texts import NO_CODE, Texts
-from .violations import MemorySignal, SandboxViolation, TimeoutSignal
 
 if TYPE_CHECKING:
     from ..config import ReplConfig

@@ -32,9 +32,9 @@ from RestrictedPython.transformer import (
     copy_locations,
 )
 
-from ..profiles import Profile
+from ...profiles import Profile
+from ..fences import describe_line, fenced_blocks, line_map, traceback_line
 from .cpython_bugs import except_star_is_safe
-from .fences import describe_line, fenced_blocks, line_map, traceback_line
 from .guards import BLOCKED_ATTRIBUTES, CLASS_DUNDERS, REFUSED_DUNDERS, private_name_allowed
 from .warnguard import quiet_compile
 

@@ -30,7 +30,7 @@ from RestrictedPython.Guards import (
 )
 from RestrictedPython.Utilities import reorder, same_type, test
 
-from ..profiles import Profile
+from ...profiles import Profile
 from .context import Session
 from .guards import (
     BLOCKED_ATTRIBUTES,
