@@ -11,7 +11,7 @@ import upstream_truth as truth
 from rlm_compat.errors import REPLError, REPLSecurityError
 from rlm_compat.profiles import Profile
 from rlm_compat.repl import REPLExecutor
-from rlm_compat.sandbox.restrict.modules import ALLOWED_MODULES
+from rlm_compat.sandbox.restrict.allowlists import ALLOWED_MODULES
 
 
 def outcome(code: str, profile: str = "fixed", env: dict | None = None) -> str:

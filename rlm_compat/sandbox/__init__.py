@@ -33,7 +33,8 @@ if TYPE_CHECKING:
     from .isolate.process import ProcessRunner
     from .isolate.spawn import start_worker
     from .isolate.zygote import recv_frame, send_frame
-    from .restrict.modules import ALLOWED_MODULES, ModuleProxy, real_module
+    from .restrict.allowlists import ALLOWED_MODULES
+    from .restrict.modules import ModuleProxy, real_module
 
 _LAZY = {
     "fenced_blocks": "fences",
@@ -44,7 +45,7 @@ _LAZY = {
     "start_worker": "isolate.spawn",
     "recv_frame": "isolate.zygote",
     "send_frame": "isolate.zygote",
-    "ALLOWED_MODULES": "restrict.modules",
+    "ALLOWED_MODULES": "restrict.allowlists",
     "ModuleProxy": "restrict.modules",
     "real_module": "restrict.modules",
 }

@@ -31,6 +31,7 @@ from RestrictedPython.Guards import (
 from RestrictedPython.Utilities import reorder, same_type, test
 
 from ...profiles import Profile
+from .allowlists import ALLOWED_MODULES
 from .context import Session
 from .guards import (
     BLOCKED_ATTRIBUTES,
@@ -64,7 +65,6 @@ from .guards import (
     write_guard,
 )
 from .modules import (
-    ALLOWED_MODULES,
     SESSION_KEY,
     SESSION_RANDOM,
     SessionRandom,
