@@ -171,10 +171,10 @@ def test_no_private_names_are_imported_within_or_out_of_the_sandbox() -> None:
 def test_the_private_name_check_finds_private_names(tmp_path: Path) -> None:
     probe = "rlm_compat.sandbox.restrict._layers_probe"
     MODULES[probe] = tmp_path / "probe.py"
-    MODULES[probe].write_text("from .guards import _refuse_name\nfrom . import deadline\ndeadline._CURRENT\n")
+    MODULES[probe].write_text("from .registry import _view\nfrom . import deadline\ndeadline._CURRENT\n")
     try:
         assert _private_imports(probe) == [
-            ("rlm_compat.sandbox.restrict.guards", "_refuse_name"),
+            ("rlm_compat.sandbox.restrict.registry", "_view"),
             ("rlm_compat.sandbox.restrict.deadline", "_CURRENT"),
         ]
     finally:

@@ -25,8 +25,8 @@ from typing import Any
 
 from ..errors import REPLError, RLMError
 from .restrict.context import LOCAL
-from .restrict.guards import register_opaque, sandbox_classes
 from .restrict.modules import ModuleProxy
+from .restrict.registry import register_opaque, sandbox_classes
 from .restrict.violations import TimeoutSignal
 from .restrict.warnguard import register_host_boundary
 from .texts import Texts

@@ -19,9 +19,10 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from .allowlists import ALLOWLISTS
+from .attributes import GuardedFormatter
 from .context import Session, own_state
-from .guards import GuardedFormatter, register_module_proxies
 from .regex import sandbox_re_functions
+from .registry import register_module_proxies
 from .violations import ForbiddenAttributeError, ForbiddenWriteError
 
 __all__ = [

@@ -1,8 +1,9 @@
 """The builtins mapping sandboxed code runs with, assembled from the guards.
 
 The compile-time half (which names and syntax are refused, what is rewritten into a guard call)
-lives in :mod:`.prep`, the guards the rewritten code calls in :mod:`.guards`; this module puts
-them, the module proxies, output capture and the deadline ticks into one mapping per
+lives in :mod:`.prep`; the guards the rewritten code calls in :mod:`.attributes`, :mod:`.writes`,
+:mod:`.classes`, :mod:`.sizes` and :mod:`.iteration`. This module puts them, the module proxies,
+output capture and the deadline ticks into one mapping per
 :class:`~rlm_compat.profiles.Profile`, shared by all executors using it: the mappings are
 never reachable from sandboxed code, and per-execution state is found through
 :data:`.context.LOCAL`. Each executor runs its code with :func:`session_builtins`, a thin copy
@@ -32,38 +33,26 @@ from RestrictedPython.Utilities import reorder, same_type, test
 
 from ...profiles import Profile
 from .allowlists import ALLOWED_MODULES
-from .context import Session
-from .guards import (
-    BLOCKED_ATTRIBUTES,
-    MAX_INT_BITS,
-    MAX_SEQUENCE_ITEMS,
+from .attributes import (
     GuardedFormatter,
-    SafeType,
     checked_getattr,
     getattr_format_or_none,
     getattr_or_none,
     guarded_getattr,
     guarded_getattr_format,
-    guarded_lshift,
-    guarded_mul,
-    guarded_pow,
     pattern_values,
     refuse_str_format,
-    safe_delattr,
     safe_dir,
     safe_getattr,
     safe_hasattr,
-    safe_iter,
-    safe_setattr,
-    safe_super,
     safe_vars,
-    sandbox_classes,
-    sandbox_metaclass,
     session_dir,
     special_getattr,
     upstream_hasattr,
-    write_guard,
 )
+from .classes import SafeType, safe_super, sandbox_metaclass
+from .context import Session
+from .iteration import safe_iter
 from .modules import (
     SESSION_KEY,
     SESSION_RANDOM,
@@ -71,6 +60,7 @@ from .modules import (
     module_proxy,
     rp_string_proxy,
 )
+from .names import BLOCKED_ATTRIBUTES
 from .output import (
     print_collector_factory,
     sandbox_print,
@@ -79,7 +69,10 @@ from .output import (
     session_show,
     show,
 )
+from .registry import sandbox_classes
+from .sizes import MAX_INT_BITS, MAX_SEQUENCE_ITEMS, guarded_lshift, guarded_mul, guarded_pow
 from .violations import ForbiddenImportError, SandboxFileError, SandboxKeyboardInterrupt
+from .writes import safe_delattr, safe_setattr, write_guard
 
 __all__ = [
     "BLOCKED_ATTRIBUTES",

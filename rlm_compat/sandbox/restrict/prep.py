@@ -35,7 +35,7 @@ from RestrictedPython.transformer import (
 from ...profiles import Profile
 from ..fences import describe_line, fenced_blocks, line_map, traceback_line
 from .cpython_bugs import except_star_is_safe
-from .guards import BLOCKED_ATTRIBUTES, CLASS_DUNDERS, REFUSED_DUNDERS, private_name_allowed
+from .names import BLOCKED_ATTRIBUTES, CLASS_DUNDERS, REFUSED_DUNDERS, private_name_allowed
 from .warnguard import quiet_compile
 
 __all__ = [
@@ -336,7 +336,7 @@ class SandboxTransformer(RestrictingNodeTransformer):
     def _special_attribute(self, node: ast.Attribute) -> Any:
         """``obj._x`` / ``obj.__x__``: reads go through ``_rlm_special_`` (see
         guards.special_getattr); writes of private names through ``_write_``; never a special
-        name written, nor one of :data:`~.guards.REFUSED_DUNDERS` read."""
+        name written, nor one of :data:`~.names.REFUSED_DUNDERS` read."""
         attr = node.attr
         dunder = attr.startswith("__") and attr.endswith("__")
         if attr.startswith("__") and not dunder and self._class_names:
