@@ -88,7 +88,7 @@ __all__ = [
 ]
 
 _PLAIN_TYPES = frozenset({str, bytes, list, dict, tuple, set, frozenset, int, float, bool, complex})
-"""Exact types whose attributes the compiler may read natively (see prep._FastPlain)."""
+"""Exact types whose attributes the compiler may read natively (see rewrites._FastPlain)."""
 
 
 # --- imports --------------------------------------------------------------------------------
