@@ -366,9 +366,14 @@ def _warm_stdlib_caches() -> None:
 @functools.cache
 def builtins_for(profile: Profile) -> dict[str, Any]:
     """The ``__builtins__`` mapping for ``profile``: built once, shared, never handed out."""
-    from .deadline import deadline_tick, generator_tick
-
     _warm_stdlib_caches()
+    b = _names_code_sees(profile)
+    b.update(_guard_calls(profile))
+    return b
+
+
+def _names_code_sees(profile: Profile) -> dict[str, Any]:
+    """The builtins sandboxed code can name: Python's own, the guarded stand-ins, 2fb46cc's extras."""
     b: dict[str, Any] = {name: getattr(builtins, name) for name in _UPSTREAM_NAMES}
     b.update({name: getattr(builtins, name) for name in _RP_EXCEPTIONS})
     b["KeyboardInterrupt"] = SandboxKeyboardInterrupt
@@ -394,7 +399,6 @@ def builtins_for(profile: Profile) -> dict[str, Any]:
             }
         )
         b.update(getattr=safe_getattr, hasattr=safe_hasattr, dir=safe_dir, open=no_open, vars=safe_vars)
-        b.update(_rlm_special_=special_getattr, _rlm_patterns_=pattern_values)
     if profile.rp_utility_builtins:
         b.update(
             string=rp_string_proxy(),
@@ -405,8 +409,20 @@ def builtins_for(profile: Profile) -> dict[str, Any]:
             reorder=reorder,
         )
     b.update(_injected())
+    if not profile.no_class_support:
+        b["super"] = safe_super
+    if not profile.imports_refused:
+        b["__import__"] = guarded_import
+    return b
 
-    # guards the rewritten code calls
+
+def _guard_calls(profile: Profile) -> dict[str, Any]:
+    """The guards the compiler's rewritten code calls (names sandboxed code cannot spell)."""
+    from .deadline import deadline_tick, generator_tick
+
+    b: dict[str, Any] = {}
+    if not profile.no_getattr_builtin:
+        b.update(_rlm_special_=special_getattr, _rlm_patterns_=pattern_values)
     if profile.str_format_refused:
         fmt: Callable[[Any, str], Any] = refuse_str_format
     elif profile.missing_attr_is_none:
@@ -442,9 +458,6 @@ def builtins_for(profile: Profile) -> dict[str, Any]:
         b["_unpack_sequence_"] = guarded_unpack_sequence
     if not profile.no_class_support:
         b["__metaclass__"] = sandbox_metaclass
-        b["super"] = safe_super
-    if not profile.imports_refused:
-        b["__import__"] = guarded_import
     return b
 
 
