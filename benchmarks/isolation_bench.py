@@ -12,7 +12,7 @@ Rows (targets from the isolation issue; PASS / FAIL is printed, never asserted):
    the first step's wait when ``--lead-ms`` pass between the executor and its first step (as in
    ``RLM``, where a model call comes first).
 2. Further sessions (``--sessions`` per child, pooled): worker start p50 / p95 <= 10 ms, the same
-   for ``rlm_compat.sandbox.spawn.start_worker`` called directly; end to end reported.
+   for ``rlm_compat.sandbox.isolate.spawn.start_worker`` called directly; end to end reported.
 3. Trivial step p50 (``x = 1``, ``--steps`` per executor in interleaved batches after a warm-up):
    process <= 0.3 ms, inline and the ratio reported.
 4. A step touching the context (``n = len(context)``) with a ``--big-mb`` MB string against a
@@ -66,7 +66,7 @@ class _StartTimer:
     """Records how long each worker start takes inside the executors (the rest is the step)."""
 
     def __init__(self) -> None:
-        from rlm_compat.sandbox import process, spawn
+        from rlm_compat.sandbox.isolate import process, spawn
 
         self.ensure: list[float] = []
         self.ensure_end: list[float] = []
@@ -154,7 +154,7 @@ def child_sessions(sessions: int, threads: int) -> dict[str, Any]:
 
     from rlm_compat.config import Limits
     from rlm_compat.repl import REPLExecutor
-    from rlm_compat.sandbox import spawn
+    from rlm_compat.sandbox.isolate import spawn
 
     timer = _StartTimer()
     t0 = time.perf_counter()

@@ -4,7 +4,7 @@
 
 Every scenario runs in a fresh Python process (so "first worker" really is the process's first),
 ``--runs`` times; the table shows the median run. A worker counts as started when it answered a
-ping on its channel (entry ``rlm_compat.sandbox.spawn:echo_serve``). Targets (forkserver): the
+ping on its channel (entry ``rlm_compat.sandbox.isolate.spawn:echo_serve``). Targets (forkserver): the
 first worker <= 100 ms, also when ``__main__`` imported litellm first; each further worker
 <= 10 ms; 64 workers started at once from 64 threads. Reported as PASS / MISS, never asserted.
 """
@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
-ENTRY = "rlm_compat.sandbox.spawn:echo_serve"
+ENTRY = "rlm_compat.sandbox.isolate.spawn:echo_serve"
 
 
 def _measure(method: str, with_litellm: bool, further: int, threads: int) -> dict[str, float]:
@@ -32,7 +32,7 @@ def _measure(method: str, with_litellm: bool, further: int, threads: int) -> dic
     if with_litellm:
         import litellm  # noqa: F401  (the point: a heavy __main__ must not slow the first worker)
     from rlm_compat.config import Limits
-    from rlm_compat.sandbox import spawn
+    from rlm_compat.sandbox.isolate import spawn
 
     limits = Limits()
 

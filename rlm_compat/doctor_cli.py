@@ -40,7 +40,7 @@ def register(subparsers: Any) -> None:
 
 
 def _doctor(args: argparse.Namespace) -> int:
-    from .sandbox.hardening import describe_host
+    from .sandbox import describe_host
 
     print("worker hardening on this host:")
     for layer, active, why in describe_host():

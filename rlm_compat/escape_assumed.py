@@ -1,6 +1,6 @@
 """Escape-assumed tests: what stops model code that already escaped RestrictedPython.
 
-Each program is plain Python run by :mod:`rlm_compat.sandbox.escapehook` in a worker hardened
+Each program is plain Python run by :mod:`rlm_compat.sandbox.isolate.escapehook` in a worker hardened
 exactly as a REPL worker is (one fresh worker per program). A program *tries* one thing an
 escaped interpreter would want — read a secret, reach the network, exec a shell, read or signal
 the host — and simply finishes when it got it. It counts as **stopped** only when it fails with a
@@ -32,7 +32,7 @@ from .config import Limits
 
 __all__ = ["CORPUS", "Program", "Verdict", "parse_programs", "run_programs", "scene"]
 
-HOOK_ENTRY = "rlm_compat.sandbox.escapehook:serve"
+HOOK_ENTRY = "rlm_compat.sandbox.isolate.escapehook:serve"
 _GUESS = {
     errno.EACCES: ("landlock",),
     errno.ENOSYS: ("seccomp",),
@@ -299,7 +299,7 @@ def _listener() -> tuple[socket.socket, threading.Thread, list[bytes]]:
 @contextlib.contextmanager
 def scene() -> Iterator[dict[str, Any]]:
     """What the programs aim at, made for one run and removed after it: ``PARAMS``."""
-    from .sandbox.spawn import start_worker
+    from .sandbox import start_worker
 
     root = tempfile.mkdtemp(prefix="rlm-compat-escape-")
     home = os.path.join(root, "home", "auditor")
@@ -349,8 +349,7 @@ def run_one(
 ) -> Verdict:
     """``program`` in a fresh hardened worker (the default limits of a REPL session), forked by the
     fork server or (``start_method="spawn"``) a fresh interpreter that hardens itself."""
-    from .sandbox.spawn import start_worker
-    from .sandbox.zygote import recv_frame, send_frame
+    from .sandbox import recv_frame, send_frame, start_worker
 
     handle = start_worker(Limits(), start_method, HOOK_ENTRY)
     try:

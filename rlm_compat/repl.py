@@ -17,8 +17,7 @@ from .compat import ApiSemantics, resolve_api
 from .config import Limits, ReplConfig, WorkerResourceLimits
 from .errors import ConfigurationError, REPLError, REPLTimeoutError
 from .profiles import Profile
-from .sandbox.hostcall import HostCall, host_call, namespace_listing
-from .sandbox.runner import Runner, make_runner
+from .sandbox import HostCall, Runner, host_call, make_runner, namespace_listing
 
 __all__ = ["REPLError", "REPLExecutor", "REPLTimeoutError", "WorkerResourceLimits"]
 

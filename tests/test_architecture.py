@@ -7,9 +7,7 @@ import inspect
 from pathlib import Path
 
 import rlm_compat
-from rlm_compat.sandbox.inline import InlineRunner
-from rlm_compat.sandbox.process import ProcessRunner
-from rlm_compat.sandbox.runner import Runner
+from rlm_compat.sandbox import InlineRunner, ProcessRunner, Runner
 
 PACKAGE = Path(rlm_compat.__file__).parent
 
@@ -96,7 +94,9 @@ def test_both_runners_have_the_runner_interface() -> None:
 
 def test_the_worker_never_imports_the_facade() -> None:
     modules = _modules()
-    worker = _imports("rlm_compat.sandbox.worker", modules["rlm_compat.sandbox.worker"], modules)
+    worker = _imports(
+        "rlm_compat.sandbox.isolate.worker", modules["rlm_compat.sandbox.isolate.worker"], modules
+    )
     assert "rlm_compat.repl" not in worker and "rlm_compat.core" not in worker
 
 
@@ -104,7 +104,7 @@ def test_error_texts_are_built_only_in_texts() -> None:
     """The 'Execution error:' prefix appears in one sandbox module only (the facade's own guard aside)."""
     offenders = [
         path.name
-        for path in (PACKAGE / "sandbox").glob("*.py")
+        for path in (PACKAGE / "sandbox").rglob("*.py")
         if path.name != "texts.py" and "Execution error:" in path.read_text(encoding="utf-8")
     ]
     assert offenders == []

@@ -17,8 +17,8 @@ from process_probe import open_fds
 from rlm_compat.config import Limits, ReplConfig
 from rlm_compat.errors import REPLError
 from rlm_compat.repl import REPLExecutor
-from rlm_compat.sandbox import mapped
-from rlm_compat.sandbox.channel import Channel
+from rlm_compat.sandbox.isolate import mapped
+from rlm_compat.sandbox.isolate.channel import Channel
 
 pytestmark = pytest.mark.skipif(not mapped.available(), reason="descriptors cannot travel over sockets here")
 

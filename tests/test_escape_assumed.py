@@ -15,7 +15,7 @@ import sys
 import pytest
 
 from rlm_compat.escape_assumed import CORPUS, Program, parse_programs, run_programs
-from rlm_compat.sandbox import hardening
+from rlm_compat.sandbox.isolate import hardening
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Linux hardening")
 
@@ -176,7 +176,7 @@ def test_a_layer_that_cannot_be_set_up_fails_closed() -> None:
     """The host promised seccomp, the worker cannot build it: harden() raises, the worker would exit."""
     code = (
         "import os\n"
-        "from rlm_compat.sandbox import hardening\n"
+        "from rlm_compat.sandbox.isolate import hardening\n"
         "hardening._seccomp_module = lambda: None\n"
         "try:\n"
         "    hardening.harden(layers=('no_new_privs', 'seccomp'))\n"
@@ -208,8 +208,8 @@ def test_a_repl_session_runs_with_every_layer_and_with_none(
 def test_a_worker_that_could_not_harden_says_so(tmp_path: os.PathLike[str]) -> None:
     import socket
 
-    from rlm_compat.sandbox.spawn import WorkerHandle
-    from rlm_compat.sandbox.workerinit import EXIT_HARDENING_FAILED
+    from rlm_compat.sandbox.isolate.spawn import WorkerHandle
+    from rlm_compat.sandbox.isolate.workerinit import EXIT_HARDENING_FAILED
 
     process = subprocess.Popen([sys.executable, "-c", f"import os; os._exit({EXIT_HARDENING_FAILED})"])
     process.wait()

@@ -15,8 +15,8 @@ import pytest
 from rlm_compat import REPLExecutor
 from rlm_compat.conformance import oracle
 from rlm_compat.errors import REPLSecurityError
-from rlm_compat.sandbox import prep
-from rlm_compat.sandbox.cpython_bugs import except_star_is_safe
+from rlm_compat.sandbox.restrict import transformer
+from rlm_compat.sandbox.restrict.cpython_bugs import except_star_is_safe
 
 POC = """
 class Evil(BaseExceptionGroup):
@@ -65,7 +65,7 @@ CODE = "try:\n    raise ExceptionGroup('g', [ValueError(1)])\nexcept* ValueError
 @pytest.mark.skipif(sys.version_info < (3, 11), reason="no except* before 3.11")
 @pytest.mark.parametrize("safe", [False, True])
 def test_fixed_profile_follows_the_predicate(monkeypatch: pytest.MonkeyPatch, safe: bool) -> None:
-    monkeypatch.setattr(prep, "except_star_is_safe", lambda: safe)
+    monkeypatch.setattr(transformer, "except_star_is_safe", lambda: safe)
     env: dict[str, object] = {}
     code = f"{CODE}  # {safe}"  # a distinct text: compiled code is cached by source
     repl = REPLExecutor(isolation="inline")

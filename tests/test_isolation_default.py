@@ -31,8 +31,8 @@ from rlm_compat.clients import ScriptedClient
 from rlm_compat.config import ISOLATION_ENV, START_METHOD_ENV
 from rlm_compat.errors import REPLError, REPLSecurityError, REPLTimeoutError
 from rlm_compat.repl import REPLExecutor
-from rlm_compat.sandbox import spawn
-from rlm_compat.sandbox.process import WorkerObject
+from rlm_compat.sandbox.isolate import spawn
+from rlm_compat.sandbox.isolate.process import WorkerObject
 
 SLACK = 20.0  # tells stopped from runaway under any load; speed is for benchmarks/
 RSS_GROWTH_MB = 40
@@ -390,7 +390,7 @@ def test_a_worker_killed_just_before_a_step_reads_as_a_death(monkeypatch: pytest
 def test_an_executor_collected_during_a_fork_server_request_does_not_deadlock(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from rlm_compat.sandbox import zygote as zygote_module
+    from rlm_compat.sandbox.isolate import zygote as zygote_module
 
     dropped = REPLExecutor()
     dropped.execute("n = 1", {})

@@ -73,7 +73,7 @@ def test_show_vars_sees_the_step_as_it_runs(repl: REPLExecutor) -> None:
 
 
 def test_show_vars_host_side_checks_a_workers_listing() -> None:
-    from rlm_compat.sandbox.hostcall import host_call
+    from rlm_compat.sandbox import host_call
 
     shown = host_call(lambda listing: listing, "namespace")
     assert shown.prepared({"a": "int"}) == {"a": "int"}

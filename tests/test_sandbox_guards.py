@@ -11,7 +11,7 @@ import upstream_truth as truth
 from rlm_compat.errors import REPLError, REPLSecurityError
 from rlm_compat.profiles import Profile
 from rlm_compat.repl import REPLExecutor
-from rlm_compat.sandbox.modules import ALLOWED_MODULES
+from rlm_compat.sandbox.restrict.allowlists import ALLOWED_MODULES
 
 
 def outcome(code: str, profile: str = "fixed", env: dict | None = None) -> str:
@@ -345,8 +345,8 @@ def test_no_shared_mutable_state_or_module_behind_exposed_names() -> None:
     import collections
     import types
 
-    from rlm_compat.sandbox.modules import module_proxy
-    from rlm_compat.sandbox.policy import builtins_for
+    from rlm_compat.sandbox.restrict.modules import module_proxy
+    from rlm_compat.sandbox.restrict.policy import builtins_for
 
     mutable = (dict, list, set, bytearray, collections.deque)
     seen: set[int] = set()

@@ -11,7 +11,7 @@ import pytest
 from rlm_compat.errors import REPLError
 from rlm_compat.profiles import Profile
 from rlm_compat.repl import REPLExecutor
-from rlm_compat.sandbox.output import CappedText
+from rlm_compat.sandbox.restrict.output import CappedText
 
 
 def test_eight_executors_in_eight_threads_see_only_their_own_prints() -> None:

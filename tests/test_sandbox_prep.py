@@ -9,7 +9,8 @@ from hypothesis import strategies as st
 
 from rlm_compat.errors import REPLError
 from rlm_compat.repl import REPLExecutor
-from rlm_compat.sandbox.prep import CompileOptions, compile_program, extract
+from rlm_compat.sandbox.restrict.prep import compile_program, extract
+from rlm_compat.sandbox.restrict.transformer import CompileOptions
 
 
 def outcome(code: str, profile: str = "fixed", env: dict | None = None) -> str:

@@ -14,7 +14,7 @@ from rlm_compat.config import ReplConfig
 from rlm_compat.errors import FinalVarMissingError, REPLError, REPLSecurityError, REPLTimeoutError
 from rlm_compat.repl import REPLExecutor
 from rlm_compat.sandbox import host_call
-from rlm_compat.sandbox.process import WorkerObject
+from rlm_compat.sandbox.isolate.process import WorkerObject
 
 
 @pytest.fixture(params=["fixed", "upstream"])

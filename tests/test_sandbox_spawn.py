@@ -25,12 +25,12 @@ from rlm_compat.environments import (
     ExecutionEnvironment,
     LocalExecutionEnvironment,
 )
-from rlm_compat.sandbox import spawn
-from rlm_compat.sandbox.zygote import ZygoteClient
+from rlm_compat.sandbox.isolate import spawn
+from rlm_compat.sandbox.isolate.zygote import ZygoteClient
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="inspects /proc")
 
-ENTRY = "rlm_compat.sandbox.spawn:echo_serve"
+ENTRY = "rlm_compat.sandbox.isolate.spawn:echo_serve"
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -257,7 +257,7 @@ def test_fork_server_and_workers_die_with_a_killed_parent(tmp_path: Path) -> Non
         import os, signal, sys
         sys.path.insert(0, {str(ROOT)!r})
         from rlm_compat.config import Limits
-        from rlm_compat.sandbox import spawn
+        from rlm_compat.sandbox.isolate import spawn
         forked = spawn.start_worker(Limits(), "forkserver", {ENTRY!r})
         spawned = spawn.start_worker(Limits(), "spawn", {ENTRY!r})
         for h in (forked, spawned):
@@ -367,7 +367,7 @@ def test_a_fresh_process_leaves_no_temporary_directory(tmp_path: Path) -> None:
         import glob, os, sys, tempfile
         sys.path.insert(0, {str(ROOT)!r})
         from rlm_compat.config import Limits
-        from rlm_compat.sandbox import spawn
+        from rlm_compat.sandbox.isolate import spawn
         mine = os.path.join(tempfile.gettempdir(), f"rlm-compat-{{os.getpid()}}-*")
         for method in ("forkserver", "spawn"):
             handle = spawn.start_worker(Limits(), method, {ENTRY!r})

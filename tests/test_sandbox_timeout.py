@@ -14,8 +14,8 @@ from rlm_compat.errors import REPLError, REPLTimeoutError
 from rlm_compat.profiles import Profile
 from rlm_compat.repl import REPLExecutor
 from rlm_compat.sandbox import HostCall, host_call
-from rlm_compat.sandbox.deadline import Deadline, resident_bytes, run_with_deadline
-from rlm_compat.sandbox.violations import MemorySignal
+from rlm_compat.sandbox.restrict.deadline import Deadline, resident_bytes, run_with_deadline
+from rlm_compat.sandbox.restrict.violations import MemorySignal
 
 
 @pytest.fixture(autouse=True)

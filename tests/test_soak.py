@@ -3,7 +3,7 @@
 Half the kills are timeouts of a single long C call (the parent kills the worker), half are an
 outside SIGKILL between steps (the next step finds the worker gone). Every session checks its own
 state as it goes: plain data survives each kill, the function defined before it is named lost,
-the 1 MB context (a memory file, see rlm_compat/sandbox/mapped.py) reaches every new worker.
+the 1 MB context (a memory file, see rlm_compat/sandbox/isolate/mapped.py) reaches every new worker.
 Afterwards, with the executors closed (half explicitly, half by being dropped and reaped at the
 next start, as documented for dropped workers): no worker process of ours is left under the fork
 server, the parent holds no more descriptors, the private temporary
@@ -31,7 +31,7 @@ from process_probe import open_fds, rss_mb
 from rlm_compat.config import ISOLATION_ENV, START_METHOD_ENV
 from rlm_compat.errors import REPLError, REPLTimeoutError
 from rlm_compat.repl import REPLExecutor
-from rlm_compat.sandbox import spawn
+from rlm_compat.sandbox.isolate import spawn
 
 SESSIONS = 20
 STEPS_PER_SESSION = 50

@@ -20,7 +20,7 @@ from rlm_compat.clients import ScriptedClient
 from rlm_compat.config import Limits
 from rlm_compat.errors import REPLError
 from rlm_compat.repl import REPLExecutor
-from rlm_compat.sandbox.process import WorkerObject
+from rlm_compat.sandbox.isolate.process import WorkerObject
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 
@@ -232,7 +232,7 @@ def test_the_context_crosses_during_the_first_model_call(monkeypatch: pytest.Mon
     sends nothing big (the memory file was written by the preload thread, once)."""
     import threading
 
-    from rlm_compat.sandbox import mapped
+    from rlm_compat.sandbox.isolate import mapped
 
     writers: list[str] = []
     write = mapped.write

@@ -326,7 +326,7 @@ def _as_python_sees_it(value: Any) -> Any:
     """A module proxy stands for its module (``import json`` binds "the json module" in both)."""
     import importlib
 
-    from ..sandbox.modules import ALLOWED_MODULES, ModuleProxy, real_module
+    from ..sandbox import ALLOWED_MODULES, ModuleProxy, real_module
 
     if isinstance(value, ModuleProxy):
         return real_module(value) or value

@@ -63,7 +63,7 @@ def _hardening(isolation: str) -> list[str]:
     """The OS-level layers of the run's workers (none inline: model code runs in this process)."""
     if isolation != "process":
         return []
-    from ..sandbox.hardening import available_layers
+    from ..sandbox import available_layers
 
     return list(available_layers())
 

@@ -41,7 +41,7 @@ from ..errors import LLMCallError, REPLError, TrajectoryError
 from ..parser import missing_variable_error
 from ..profiles import Profile, resolve_profile
 from ..repl import REPLExecutor
-from ..sandbox.hostcall import host_call
+from ..sandbox import host_call
 from .steps import RecordedNode, RecordedRun, RecordedStep, RecordedSubcall
 
 __all__ = ["ReplayReport", "StepOutcome", "observe", "replay", "replay_profile"]

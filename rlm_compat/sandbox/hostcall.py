@@ -24,12 +24,12 @@ from collections.abc import Callable
 from typing import Any
 
 from ..errors import REPLError, RLMError
-from .context import LOCAL
-from .guards import register_opaque, sandbox_classes
-from .modules import ModuleProxy
+from .restrict.context import LOCAL
+from .restrict.modules import ModuleProxy
+from .restrict.registry import register_opaque, sandbox_classes
+from .restrict.violations import TimeoutSignal
+from .restrict.warnguard import register_host_boundary
 from .texts import Texts
-from .violations import TimeoutSignal
-from .warnguard import register_host_boundary
 
 __all__ = ["HOST_KINDS", "HostCall", "bounded_str", "host_call", "sanitized"]
 

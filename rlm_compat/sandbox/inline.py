@@ -18,24 +18,18 @@ from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 from ..errors import FinalVarMissingError, REPLError, REPLSecurityError, REPLTimeoutError
-from .context import LOCAL, ExecState, Session
-from .deadline import Deadline, run_with_deadline
+from .fences import describe_line
 from .hostcall import bounded_str
-from .modules import proxy_for_module
-from .output import CappedText, PrintCollector
-from .policy import session_builtins
-from .prep import (
-    Compiled,
-    CompileOptions,
-    Program,
-    compile_program,
-    describe_line,
-    extract,
-    user_line,
-)
-from .rlimits import CONTEXT_ROOM, host_text_bytes
+from .isolate.rlimits import CONTEXT_ROOM, host_text_bytes
+from .restrict.context import LOCAL, ExecState, Session
+from .restrict.deadline import Deadline, run_with_deadline
+from .restrict.modules import proxy_for_module
+from .restrict.output import CappedText, PrintCollector
+from .restrict.policy import session_builtins
+from .restrict.prep import Compiled, Program, compile_program, extract, user_line
+from .restrict.transformer import CompileOptions
+from .restrict.violations import MemorySignal, SandboxViolation, TimeoutSignal
 from .texts import NO_CODE, Texts
-from .violations import MemorySignal, SandboxViolation, TimeoutSignal
 
 if TYPE_CHECKING:
     from ..config import ReplConfig

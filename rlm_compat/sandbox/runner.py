@@ -42,7 +42,7 @@ def make_runner(config: ReplConfig, *, state: str = "env", shared: Iterable[str]
     """The runner ``config.isolation`` asks for; ``state`` and ``shared``: where a worker's
     session keeps its variables (see :data:`.process.STATES`; inline, they are in ``env``)."""
     if config.in_process:
-        from .process import ProcessRunner
+        from .isolate.process import ProcessRunner
 
         return ProcessRunner(config, state=state, shared=shared)
     from .inline import InlineRunner

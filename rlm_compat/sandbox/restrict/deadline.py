@@ -199,7 +199,7 @@ class Deadline:
             return True
 
 
-_SANDBOX_DIR = os.path.dirname(os.path.abspath(__file__))
+_SANDBOX_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 _HOST_CODE: set[object] = set()
 """Code objects inside the sandbox package that are host time (a worker waiting on its parent)."""
 

@@ -18,7 +18,7 @@ if sys.platform != "win32":
     import resource
 
 if TYPE_CHECKING:
-    from ..config import Limits
+    from ...config import Limits
 
 __all__ = [
     "CONTEXT_ROOM",

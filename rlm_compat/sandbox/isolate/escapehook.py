@@ -1,6 +1,6 @@
 """For security testing only: run *plain, unrestricted* Python inside a hardened worker.
 
-This is the worker entry (``rlm_compat.sandbox.escapehook:serve``) of the escape-assumed tests:
+This is the worker entry (``rlm_compat.sandbox.isolate.escapehook:serve``) of the escape-assumed tests:
 it behaves as if model code had already escaped RestrictedPython, so what stops a program here is
 the OS-level hardening alone (:mod:`.hardening`, applied by :func:`.workerinit.prepare` before any
 entry runs, exactly as for the REPL worker). It is never reachable from model code: a worker's

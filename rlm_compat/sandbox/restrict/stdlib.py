@@ -19,18 +19,13 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from .attributes import checked_getattr
+from .classes import check_bases
 from .context import LOCAL
-from .guards import (
-    check_bases,
-    checked_getattr,
-    guarded_lshift,
-    guarded_mul,
-    guarded_pow,
-    register_writable,
-    sandbox_classes,
-    write_guard,
-)
+from .registry import sandbox_classes
+from .sizes import guarded_lshift, guarded_mul, guarded_pow
 from .violations import ForbiddenAttributeError, ForbiddenWriteError
+from .writes import register_writable, write_guard
 
 __all__ = ["overrides"]
 

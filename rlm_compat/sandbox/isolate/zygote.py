@@ -32,7 +32,7 @@ import threading
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, NoReturn
 
-from ..config import Limits
+from ...config import Limits
 from . import hardening
 from .workerinit import EXIT_ENTRY_FAILED, die_with_parent, prepare, run_entry
 
@@ -49,7 +49,7 @@ __all__ = [
 if TYPE_CHECKING:
     import subprocess
 
-    from ..environments import ExecutionEnvironment
+    from ...environments import ExecutionEnvironment
 
 _HEADER = struct.Struct("!I")
 _MAX_FRAME = 16 << 20
@@ -289,7 +289,7 @@ def serve(ctrl_fd: int, parent_pid: int, preload: Sequence[str]) -> NoReturn:
 def child_sys_path() -> list[str]:
     """The parent's import path for a fresh interpreter: this package's root first (an editable
     install elsewhere must not win), absolute entries, and never ``''`` (the parent's cwd)."""
-    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.realpath(__file__))))
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.realpath(__file__)))))
     path = [root]
     for entry in sys.path:
         if entry and isinstance(entry, str):
@@ -320,7 +320,7 @@ class ZygoteClient:
         self._lock = threading.Lock()
         self._sock, child_end = socket.socketpair()
         statement = (
-            "from rlm_compat.sandbox.zygote import serve; "
+            "from rlm_compat.sandbox.isolate.zygote import serve; "
             f"serve({child_end.fileno()}, {os.getpid()}, {tuple(preload)!r})"
         )
         self._child_end: socket.socket | None = child_end

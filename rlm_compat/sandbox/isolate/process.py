@@ -37,15 +37,15 @@ import weakref
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
-from .. import errors as _errors
-from ..errors import FinalVarMissingError, REPLError, REPLTimeoutError
+from ... import errors as _errors
+from ...errors import FinalVarMissingError, REPLError, REPLTimeoutError
+from ..hostcall import HostCall, sanitized
+from ..texts import Texts
 from . import mapped
 from .channel import PROTOCOL, Channel, ChannelClosed, ChannelTimeout, MessageTooLarge, safe_loads
-from .hostcall import HostCall, sanitized
-from .texts import Texts
 
 if TYPE_CHECKING:
-    from ..config import ReplConfig
+    from ...config import ReplConfig
     from .spawn import WorkerHandle
 
 __all__ = ["KILL_GRACE", "STATES", "ProcessRunner", "WorkerObject"]

@@ -8,7 +8,7 @@ attribute, ``ImportError`` for a refused import...), so ``getattr(x, name, defau
 
 from __future__ import annotations
 
-from ..errors import REPLSecurityError
+from ...errors import REPLSecurityError
 
 __all__ = [
     "ForbiddenAttributeError",

@@ -35,15 +35,15 @@ try:  # hashlib would load OpenSSL too: ~2 ms of the fork server's start, for on
 except ImportError:  # pragma: no cover - CPython builds without it
     from hashlib import blake2b
 
+from ..hostcall import host_call
+from ..inline import InlineRunner
+from ..restrict.deadline import host_code
+from ..restrict.modules import proxy_for_module
+from ..texts import Texts
 from . import rlimits
 from .channel import PROTOCOL, Channel, dumps_plain
-from .deadline import host_code
-from .hostcall import host_call
-from .inline import InlineRunner
 from .mapped import MAX_MAPPED, close_all
 from .mapped import read as mapped_read
-from .modules import proxy_for_module
-from .texts import Texts
 
 __all__ = ["serve"]
 
@@ -474,8 +474,8 @@ def zygote_prewarm() -> None:
     The builtins mapping of each preset profile (and the standard library caches it warms) costs
     ~7 ms; made before the fork, workers share it copy-on-write instead of paying it each.
     """
-    from ..profiles import Profile
-    from .policy import builtins_for
+    from ...profiles import Profile
+    from ..restrict.policy import builtins_for
 
     for profile in (Profile.fixed(), Profile.upstream()):
         builtins_for(profile)

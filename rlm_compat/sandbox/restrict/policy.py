@@ -1,8 +1,9 @@
 """The builtins mapping sandboxed code runs with, assembled from the guards.
 
 The compile-time half (which names and syntax are refused, what is rewritten into a guard call)
-lives in :mod:`.prep`, the guards the rewritten code calls in :mod:`.guards`; this module puts
-them, the module proxies, output capture and the deadline ticks into one mapping per
+lives in :mod:`.prep`; the guards the rewritten code calls in :mod:`.attributes`, :mod:`.writes`,
+:mod:`.classes`, :mod:`.sizes` and :mod:`.iteration`. This module puts them, the module proxies,
+output capture and the deadline ticks into one mapping per
 :class:`~rlm_compat.profiles.Profile`, shared by all executors using it: the mappings are
 never reachable from sandboxed code, and per-execution state is found through
 :data:`.context.LOCAL`. Each executor runs its code with :func:`session_builtins`, a thin copy
@@ -30,47 +31,36 @@ from RestrictedPython.Guards import (
 )
 from RestrictedPython.Utilities import reorder, same_type, test
 
-from ..profiles import Profile
-from .context import Session
-from .guards import (
-    BLOCKED_ATTRIBUTES,
-    MAX_INT_BITS,
-    MAX_SEQUENCE_ITEMS,
+from ...profiles import Profile
+from .allowlists import ALLOWED_MODULES
+from .attributes import (
     GuardedFormatter,
-    SafeType,
     checked_getattr,
     getattr_format_or_none,
     getattr_or_none,
     guarded_getattr,
     guarded_getattr_format,
-    guarded_lshift,
-    guarded_mul,
-    guarded_pow,
     pattern_values,
     refuse_str_format,
-    safe_delattr,
     safe_dir,
     safe_getattr,
     safe_hasattr,
-    safe_iter,
-    safe_setattr,
-    safe_super,
     safe_vars,
-    sandbox_classes,
-    sandbox_metaclass,
     session_dir,
     special_getattr,
     upstream_hasattr,
-    write_guard,
 )
+from .classes import SafeType, safe_super, sandbox_metaclass
+from .context import Session
+from .iteration import safe_iter
 from .modules import (
-    ALLOWED_MODULES,
     SESSION_KEY,
     SESSION_RANDOM,
     SessionRandom,
     module_proxy,
     rp_string_proxy,
 )
+from .names import BLOCKED_ATTRIBUTES
 from .output import (
     print_collector_factory,
     sandbox_print,
@@ -79,7 +69,10 @@ from .output import (
     session_show,
     show,
 )
+from .registry import sandbox_classes
+from .sizes import MAX_INT_BITS, MAX_SEQUENCE_ITEMS, guarded_lshift, guarded_mul, guarded_pow
 from .violations import ForbiddenImportError, SandboxFileError, SandboxKeyboardInterrupt
+from .writes import safe_delattr, safe_setattr, write_guard
 
 __all__ = [
     "BLOCKED_ATTRIBUTES",
@@ -95,7 +88,7 @@ __all__ = [
 ]
 
 _PLAIN_TYPES = frozenset({str, bytes, list, dict, tuple, set, frozenset, int, float, bool, complex})
-"""Exact types whose attributes the compiler may read natively (see prep._FastPlain)."""
+"""Exact types whose attributes the compiler may read natively (see rewrites._FastPlain)."""
 
 
 # --- imports --------------------------------------------------------------------------------
@@ -373,9 +366,14 @@ def _warm_stdlib_caches() -> None:
 @functools.cache
 def builtins_for(profile: Profile) -> dict[str, Any]:
     """The ``__builtins__`` mapping for ``profile``: built once, shared, never handed out."""
-    from .deadline import deadline_tick, generator_tick
-
     _warm_stdlib_caches()
+    b = _names_code_sees(profile)
+    b.update(_guard_calls(profile))
+    return b
+
+
+def _names_code_sees(profile: Profile) -> dict[str, Any]:
+    """The builtins sandboxed code can name: Python's own, the guarded stand-ins, 2fb46cc's extras."""
     b: dict[str, Any] = {name: getattr(builtins, name) for name in _UPSTREAM_NAMES}
     b.update({name: getattr(builtins, name) for name in _RP_EXCEPTIONS})
     b["KeyboardInterrupt"] = SandboxKeyboardInterrupt
@@ -401,7 +399,6 @@ def builtins_for(profile: Profile) -> dict[str, Any]:
             }
         )
         b.update(getattr=safe_getattr, hasattr=safe_hasattr, dir=safe_dir, open=no_open, vars=safe_vars)
-        b.update(_rlm_special_=special_getattr, _rlm_patterns_=pattern_values)
     if profile.rp_utility_builtins:
         b.update(
             string=rp_string_proxy(),
@@ -412,8 +409,20 @@ def builtins_for(profile: Profile) -> dict[str, Any]:
             reorder=reorder,
         )
     b.update(_injected())
+    if not profile.no_class_support:
+        b["super"] = safe_super
+    if not profile.imports_refused:
+        b["__import__"] = guarded_import
+    return b
 
-    # guards the rewritten code calls
+
+def _guard_calls(profile: Profile) -> dict[str, Any]:
+    """The guards the compiler's rewritten code calls (names sandboxed code cannot spell)."""
+    from .deadline import deadline_tick, generator_tick
+
+    b: dict[str, Any] = {}
+    if not profile.no_getattr_builtin:
+        b.update(_rlm_special_=special_getattr, _rlm_patterns_=pattern_values)
     if profile.str_format_refused:
         fmt: Callable[[Any, str], Any] = refuse_str_format
     elif profile.missing_attr_is_none:
@@ -449,9 +458,6 @@ def builtins_for(profile: Profile) -> dict[str, Any]:
         b["_unpack_sequence_"] = guarded_unpack_sequence
     if not profile.no_class_support:
         b["__metaclass__"] = sandbox_metaclass
-        b["super"] = safe_super
-    if not profile.imports_refused:
-        b["__import__"] = guarded_import
     return b
 
 

@@ -40,9 +40,9 @@ import weakref
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from ..config import START_METHODS, Limits
-from ..environments import LocalExecutionEnvironment
-from ..errors import ConfigurationError
+from ...config import START_METHODS, Limits
+from ...environments import LocalExecutionEnvironment
+from ...errors import ConfigurationError
 from . import launcher
 from .hardening import DISABLE_ENV
 from .rlimits import cap_address_space, cap_cpu, current_address_space
@@ -67,8 +67,8 @@ class WorkerStartError(OSError):
     """No worker could be started (the runner turns it into a REPLError observation)."""
 
 
-DEFAULT_ENTRY = "rlm_compat.sandbox.worker:serve"
-DEFAULT_PRELOAD: tuple[str, ...] = ("rlm_compat.sandbox.worker",)
+DEFAULT_ENTRY = "rlm_compat.sandbox.isolate.worker:serve"
+DEFAULT_PRELOAD: tuple[str, ...] = ("rlm_compat.sandbox.isolate.worker",)
 """What the fork server imports before forking (a missing module is skipped); the module of the
 entry a fork server is first started for is added (see :func:`start_worker`)."""
 _PASSED_ENV = ("LITELLM_LOCAL_MODEL_COST_MAP", DISABLE_ENV)
@@ -312,7 +312,7 @@ class WorkerHandle:
 
 def _spawn_statement(fd: int, limits: Limits, entry: str) -> str:
     return (
-        "from rlm_compat.sandbox.workerinit import spawned_main; "
+        "from rlm_compat.sandbox.isolate.workerinit import spawned_main; "
         f"spawned_main({fd}, {os.getpid()}, {limits_to_json(limits)!r}, {entry!r})"
     )
 

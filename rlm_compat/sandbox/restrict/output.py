@@ -14,8 +14,8 @@ import builtins
 from collections.abc import Callable
 from typing import Any
 
+from .attributes import checked_getattr
 from .context import LOCAL, Session, own_state
-from .guards import checked_getattr
 
 __all__ = [
     "CappedText",

@@ -14,7 +14,7 @@ import subprocess
 import threading
 from collections.abc import Sequence
 
-from ..environments import ExecutionEnvironment
+from ...environments import ExecutionEnvironment
 
 __all__ = ["Launch", "start_process", "submit"]
 
