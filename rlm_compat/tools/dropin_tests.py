@@ -342,7 +342,7 @@ def _env(profile: str, api: str | None) -> dict[str, str]:
     env["RLM_COMPAT_PROFILE"] = profile
     env[API_ENV] = resolve_api(api).name
     env["LITELLM_LOCAL_MODEL_COST_MAP"] = "True"
-    env["PYTHONPATH"] = str(Path(__file__).resolve().parent.parent)
+    env["PYTHONPATH"] = str(Path(__file__).resolve().parents[2])
     env.pop("RLM_COMPAT_ALIAS_SHIM", None)
     return env
 

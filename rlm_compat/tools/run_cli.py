@@ -1,6 +1,6 @@
 """``rlm-compat run QUERY``: one RLM completion from the shell, with live progress and exit codes.
 
-The context comes from files, directories, globs or standard input (:mod:`rlm_compat.run_context`
+The context comes from files, directories, globs or standard input (:mod:`rlm_compat.tools.run_context`
 says how several files are laid out), or from ``--context`` text. Standard output carries only the
 answer — or, with ``--json``, one JSON object with the answer and the run's stats — so the command
 composes in pipes; everything else (live progress, ``--stats``, the one line a failure prints) goes

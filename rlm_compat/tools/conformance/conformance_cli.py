@@ -184,7 +184,7 @@ def _record(args: argparse.Namespace) -> int:
     pythons = args.python or [sys.executable]
     out = args.out
     if out is None:
-        tree = Path(__file__).resolve().parents[2]
+        tree = Path(__file__).resolve().parents[3]
         if not (tree / "pyproject.toml").is_file():
             raise ConfigurationError(
                 "not running from a source tree: pass --out DIR for the recorded fixtures"

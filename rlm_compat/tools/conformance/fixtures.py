@@ -43,7 +43,7 @@ class FixtureError(ConfigurationError):
 
 def default_fixtures_dir() -> Path:
     """Fixtures shipped in the wheel (``rlm_compat/_fixtures``), else the source tree's copy."""
-    package = Path(__file__).resolve().parent.parent
+    package = Path(__file__).resolve().parents[2]
     for candidate in (package / "_fixtures", package.parent / "upstream_fixtures"):
         if (candidate / PROVENANCE).is_file():
             return candidate

@@ -191,7 +191,7 @@ REGISTRY: dict[str, Implementation] = {
             runs_escapes=True,
             setup=(
                 "# reference fixtures (maintainers; interpreter paths, not pyenv shims): "
-                "python -m rlm_compat.conformance.oracle record --python /path/to/python3.10 "
+                "python -m rlm_compat.tools.conformance.oracle record --python /path/to/python3.10 "
                 "--python /path/to/python3.11 --python /path/to/python3.12 --python /path/to/python3.13",
             ),
         ),
@@ -203,7 +203,7 @@ REGISTRY: dict[str, Implementation] = {
             unavailable=(
                 "no case entry point: dspy.RLM's interpreter does run offline (Deno from npm, Pyodide "
                 "in a Deno cache, runner.js's one deno.land import, std@0.186.0/io/mod.ts, sent to a "
-                "local readLines by an import map: rlm_compat.research.dspy_runtime), and its whole "
+                "local readLines by an import map: rlm_compat.tools.research.dspy_runtime), and its whole "
                 "loop runs in `rlm-compat compare --impl dspy-rlm`; but its REPL cases would each need "
                 "a fresh Deno + Pyodide start (5-15 s, thousands of cases), and its SUBMIT(...) ending "
                 "and typed signatures have no parser or loop fixtures of their own"

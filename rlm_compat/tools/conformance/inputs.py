@@ -76,7 +76,7 @@ class Case:
 
 
 def _inputs_root() -> Path:
-    return Path(str(resources.files(__package__ or "rlm_compat.conformance"))) / "inputs"
+    return Path(str(resources.files(__package__ or "rlm_compat.tools.conformance"))) / "inputs"
 
 
 def input_files(kind: str, root: Path | None = None) -> list[Path]:

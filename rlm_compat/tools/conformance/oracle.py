@@ -63,7 +63,7 @@ class OracleError(ConfigurationError):
 
 def default_reference_dir() -> Path:
     """``reference_fixtures/`` beside the package (a checkout) or inside it (an installed wheel)."""
-    package = Path(__file__).resolve().parent.parent
+    package = Path(__file__).resolve().parents[2]
     for candidate in (package / "_reference_fixtures", package.parent / "reference_fixtures"):
         if candidate.is_dir():
             return candidate
@@ -94,7 +94,7 @@ def source_hashes() -> dict[str, str]:
         "reference_sha256": here / "reference.py",
         "driver_sha256": here / "driver.py",
         "values_sha256": here / "values.py",
-        "fences_sha256": here.parent / "sandbox" / "fences.py",
+        "fences_sha256": here.parents[1] / "sandbox" / "fences.py",
     }
     return {key: _sha256(path) for key, path in files.items()}
 
@@ -122,7 +122,7 @@ def record(pythons: Iterable[str], out_dir: Path, *, log: Callable[[str], None] 
     out_dir.mkdir(parents=True, exist_ok=True)
     provenance: dict[str, Any] = {
         "format": 2,
-        "oracle": "CPython reference executor (rlm_compat/conformance/reference.py)",
+        "oracle": "CPython reference executor (rlm_compat/tools/conformance/reference.py)",
         "implementation": "cpython-reference (driver.py --backend cpython-reference)",
         **source_hashes(),
         "inputs": {str(p.relative_to(p.parents[2])): _sha256(p) for p in sorted(inputs.input_files("repl"))},
@@ -180,7 +180,7 @@ def load_reference(
     if not path.is_file():
         raise OracleError(
             f"no reference recording for this Python: {path} is missing; "
-            "record it with `python -m rlm_compat.conformance.oracle record`"
+            "record it with `python -m rlm_compat.tools.conformance.oracle record`"
         )
     out = {}
     for line in path.read_text(encoding="utf-8").splitlines():
@@ -511,11 +511,11 @@ def gate(
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m rlm_compat.conformance.oracle record --python PY ...`` / ``gate``."""
+    """``python -m rlm_compat.tools.conformance.oracle record --python PY ...`` / ``gate``."""
     import argparse
 
     parser = argparse.ArgumentParser(
-        prog="python -m rlm_compat.conformance.oracle", description=__doc__.split("\n")[0]
+        prog="python -m rlm_compat.tools.conformance.oracle", description=__doc__.split("\n")[0]
     )
     sub = parser.add_subparsers(dest="command", required=True)
     rec = sub.add_parser("record", help="record the REPL inputs under the CPython reference executor")
@@ -525,7 +525,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     chk.add_argument("--isolation", default="inline", choices=("inline", "process"))
     args = parser.parse_args(argv)
     if args.command == "record":
-        out = args.out or Path(__file__).resolve().parents[2] / "reference_fixtures"
+        out = args.out or Path(__file__).resolve().parents[3] / "reference_fixtures"
         record(args.python, out)
         return 0
     report = gate(load_reference(), load_restrictions(), lambda case: run_fixed(case, args.isolation))

@@ -93,7 +93,7 @@ def _md_escape(text: str) -> str:
 def _about() -> str:
     """The explanation every markdown report carries (statuses, fixtures, adapters)."""
     return (
-        resources.files(__package__ or "rlm_compat.conformance")
+        resources.files(__package__ or "rlm_compat.tools.conformance")
         .joinpath("about.md")
         .read_text(encoding="utf-8")
     )
@@ -277,7 +277,7 @@ def _cpython_oracle(report: RunReport) -> list[str]:
         "",
         "Profile fixed promises plain Python in one namespace, minus what is unsafe. The second "
         "oracle checks that promise: every REPL input recorded by the CPython reference executor "
-        "(`rlm_compat/conformance/reference.py`, registered as `cpython-reference`: one dict, prints "
+        "(`rlm_compat/tools/conformance/reference.py`, registered as `cpython-reference`: one dict, prints "
         "captured, the trailing expression shown once, fences as docs/repl.md says) on Python "
         "3.10-3.13 into `reference_fixtures/`, and fixed's REPL results compared with the recording "
         "of the running Python (column `rlm_compat-fixed vs CPython`). Every difference must be a "

@@ -357,7 +357,7 @@ def run_quick_here(profile: str) -> str:
     """:func:`run_quick` for an rlm_compat profile with this interpreter and this rlm_compat."""
     import sys
 
-    package_root = str(Path(__file__).resolve().parents[2])
+    package_root = str(Path(__file__).resolve().parents[3])
     return run_quick(sys.executable, profile, package_root)
 
 
@@ -761,7 +761,7 @@ def render(record: Mapping[str, Any], fixtures: Path) -> str:
         "## What the conformance fixtures found",
         "",
         "The memo's facts are a handful of cases; `upstream_fixtures/` holds every case the "
-        "recorder ran on 2fb46cc (inputs in `rlm_compat/conformance/inputs/`; how they are "
+        "recorder ran on 2fb46cc (inputs in `rlm_compat/tools/conformance/inputs/`; how they are "
         "recorded, and the matrix of every implementation against them, in docs/conformance.md):",
         "",
         *fixture_summary(fixtures),

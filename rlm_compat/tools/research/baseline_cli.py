@@ -18,7 +18,7 @@ def register(commands: Any) -> None:
         "baseline",
         help="measure the unofficial-baseline memo's facts on 2fb46cc, the peers and rlm_compat",
         description=(
-            "Run every snippet of the unofficial-baseline memo (rlm_compat/research/baseline_facts.py) "
+            "Run every snippet of the unofficial-baseline memo (rlm_compat/tools/research/baseline_facts.py) "
             "on a ysz/recursive-llm 2fb46cc checkout under each --python, on the --peer venvs and on "
             "rlm_compat's profiles, and write the Markdown (--out) plus its JSON record (same name, "
             ".json). With --render-only, re-render the Markdown from the existing record."

@@ -1,8 +1,8 @@
 """Where a grid's cells run: this process (bounded asyncio concurrency) or a Ray cluster.
 
-Both take the same :class:`~rlm_compat.research.grid.GridJob` and :class:`RunSpec` list and hand
+Both take the same :class:`~rlm_compat.tools.research.grid.GridJob` and :class:`RunSpec` list and hand
 every :class:`CellResult` to one callback in the calling process, as cells finish; both call the
-same :func:`~rlm_compat.research.grid.run_cell`, so a cell's record does not depend on the engine.
+same :func:`~rlm_compat.tools.research.grid.run_cell`, so a cell's record does not depend on the engine.
 Ray does all the scheduling of its executor: runs are handed over as tasks and collected.
 """
 

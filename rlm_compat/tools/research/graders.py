@@ -3,7 +3,7 @@
 A score that half-credits "The answer is probably 42 or 43" cannot separate a REPL quirk from a
 model's hedging, so both graders here accept exactly one value. The normalisation is fixed and
 small, and part of the grader's version (a change to it is a new version, recorded in every
-:class:`~rlm_compat.research.base.Grade`):
+:class:`~rlm_compat.tools.research.base.Grade`):
 
 1. ``None`` (the run gave no final answer) fails.
 2. Surrounding whitespace is removed (``str.strip()``).

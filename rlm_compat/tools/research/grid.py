@@ -2,7 +2,7 @@
 
 Everything an executor needs to run a cell anywhere (this process, a Ray worker on another machine)
 is in one picklable :class:`GridJob`: the suite, the policy factory and the model settings. A cell
-returns its :class:`~rlm_compat.research.base.RunRecord` plus the trajectory text, so the single
+returns its :class:`~rlm_compat.tools.research.base.RunRecord` plus the trajectory text, so the single
 writer of the grid's directory is the process that started it, whichever engine ran the cell.
 """
 

@@ -1,7 +1,7 @@
 """The cost of each upstream quirk on real model code: recorded steps replayed under ablations.
 
 Every step of the given trajectories (ours, ``rlms``' or dspy.RLM's; see
-:mod:`rlm_compat.record.foreign`) is replayed (:func:`rlm_compat.record.replay.replay`) under
+:mod:`rlm_compat.tools.replay.foreign`) is replayed (:func:`rlm_compat.tools.replay.replayer.replay`) under
 ``fixed``, ``upstream``, each ``upstream-without:<q>`` and each ``fixed-with:<q>``, and compared
 with ``fixed``:
 

@@ -49,7 +49,7 @@ __all__ = [
     "write_chart",
 ]
 
-ROOT = Path(__file__).resolve().parent.parent.parent
+ROOT = Path(__file__).resolve().parents[3]
 CORPUS = ROOT / "real_corpus" / "steps.jsonl"
 CHART = "real-trajectories.png"
 DEFAULT_IMPLS = ("cpython", "fixed", "upstream")
@@ -368,7 +368,7 @@ def input_hashes() -> dict[str, str]:
     """sha256 of what the numbers depend on: the corpus, the sandbox and profiles, this module."""
     files = [CORPUS, Path(__file__), ROOT / "rlm_compat" / "profiles.py", ROOT / "rlm_compat" / "repl.py"]
     files += sorted((ROOT / "rlm_compat" / "sandbox").glob("*.py"))
-    files += [ROOT / "rlm_compat" / "conformance" / "reference.py"]
+    files += [ROOT / "rlm_compat" / "tools" / "conformance" / "reference.py"]
     out = {}
     for path in files:
         out[str(path.relative_to(ROOT))] = hashlib.sha256(path.read_bytes()).hexdigest()

@@ -1,9 +1,9 @@
 """The one place a grid learns which suite a name means and which client a cell uses.
 
-``--suite NAME`` is a built-in suite (:mod:`rlm_compat.research.suites`); ``--suite
+``--suite NAME`` is a built-in suite (:mod:`rlm_compat.tools.research.suites`); ``--suite
 package.module:attr`` is your own (a Suite, or a callable returning one), which is how a study
 adds tasks without touching the package. The scripted model's client is the task's policy
-(:mod:`rlm_compat.research.policies`); a litellm model name gets no client (the RLM's own).
+(:mod:`rlm_compat.tools.research.task_policies`); a litellm model name gets no client (the RLM's own).
 """
 
 from __future__ import annotations

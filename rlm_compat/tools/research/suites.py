@@ -35,7 +35,7 @@ __all__ = ["SUITES", "TaskSuite", "load_suite"]
 
 @dataclasses.dataclass(frozen=True)
 class TaskSuite:
-    """A :class:`~rlm_compat.research.base.Suite` of :class:`~.tasks.GeneratedTask` specs."""
+    """A :class:`~rlm_compat.tools.research.base.Suite` of :class:`~.tasks.GeneratedTask` specs."""
 
     name: str
     version: str

@@ -95,7 +95,7 @@ def _parse_size(label: str) -> int:
 
 @dataclasses.dataclass(frozen=True)
 class GeneratedTask:
-    """A task spec (:class:`~rlm_compat.research.base.TaskSpec`): kind, size and seed name it.
+    """A task spec (:class:`~rlm_compat.tools.research.base.TaskSpec`): kind, size and seed name it.
 
     ``task_id`` is ``<kind>-<size label>-s<seed>`` (``needle-100k-s0``); :func:`task_from_id`
     reads it back, so a grid record names its task without the suite.

@@ -46,7 +46,7 @@ from ._protocol import (
 
 __all__ = ["ServerConfig", "create_app"]
 
-log = logging.getLogger("rlm_compat.serve")
+log = logging.getLogger("rlm_compat.tools.serve")
 _T = TypeVar("_T")
 
 _RUN_ID = re.compile(r"^chatcmpl-rlm-[0-9a-f]{32}$")

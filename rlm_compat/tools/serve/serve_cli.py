@@ -178,7 +178,7 @@ async def _serve(config: Any, host: str, port: int, level: str) -> None:
     handler.setFormatter(
         RedactingFormatter(app["rlm_server"].redact, "%(asctime)s %(levelname)s %(message)s")
     )
-    logger = logging.getLogger("rlm_compat.serve")
+    logger = logging.getLogger("rlm_compat.tools.serve")
     logger.addHandler(handler)
     logger.setLevel(level)
     logger.propagate = False

@@ -1,6 +1,6 @@
 """The comparison view of an ``rlm-compat compare`` output directory.
 
-Reads ``runs.jsonl`` (one :class:`~rlm_compat.research.base.RunRecord` per line), the ``*.png``
+Reads ``runs.jsonl`` (one :class:`~rlm_compat.tools.research.base.RunRecord` per line), the ``*.png``
 charts and ``summary.json`` when present. Tables are computed here from the records, so the view
 does not depend on how ``compare`` lays out its own summary; every cell links to a page per run,
 written beside the report (``<report>_runs/run-NNNN.html``): relative links that work from

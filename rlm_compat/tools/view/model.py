@@ -350,7 +350,7 @@ def read_divergence(path: str | Path) -> ReplayMarks:
 
 
 def replay_marks(data: Any, path: str = "the replay report") -> ReplayMarks:
-    """The divergences of a replay report (:meth:`rlm_compat.record.replay.ReplayReport.to_dict`,
+    """The divergences of a replay report (:meth:`rlm_compat.tools.replay.replayer.ReplayReport.to_dict`,
     which ``rlm-compat replay --json`` prints); ViewInputError, naming ``path``, for anything else."""
     steps = data.get("steps") if isinstance(data, dict) else None
     if not isinstance(steps, list) or not isinstance(data.get("profile"), str):

@@ -1,10 +1,10 @@
 """Foreign trajectories (``rlms`` logs, dspy.RLM histories) as the view's model.
 
-The formats are read once, by :mod:`rlm_compat.record.foreign` (the importer ``rlm-compat replay``
+The formats are read once, by :mod:`rlm_compat.tools.replay.foreign` (the importer ``rlm-compat replay``
 uses); this module only projects its :class:`~rlm_compat.record.steps.RecordedRun` onto the view's
 dataclasses, so a log that replays is a log that renders, with the same node ids and step numbers
 a replay report names (which is how ``--divergence`` finds its steps). The readers registered here
-return ``None`` for a file of another format, as :func:`~rlm_compat.view.sources.register_reader`
+return ``None`` for a file of another format, as :func:`~rlm_compat.tools.view.sources.register_reader`
 expects.
 """
 

@@ -1,9 +1,9 @@
 """What ``rlm-compat view`` was given, and the readers that turn trajectory files into the view's model.
 
-A trajectory reader takes a path and returns a :class:`~rlm_compat.view.model.TrajectoryModel`, or
+A trajectory reader takes a path and returns a :class:`~rlm_compat.tools.view.model.TrajectoryModel`, or
 ``None`` when the file is not in its format; :func:`register_reader` adds one, and
 :func:`read_trajectory_model` asks each in turn. ``rlms`` logs and dspy.RLM trajectories come
-registered: read by the same importer as ``rlm-compat replay`` (:mod:`rlm_compat.view.recorded`).
+registered: read by the same importer as ``rlm-compat replay`` (:mod:`rlm_compat.tools.view.recorded`).
 """
 
 from __future__ import annotations
