@@ -151,7 +151,8 @@ def _register_dropin(commands: argparse._SubParsersAction[argparse.ArgumentParse
             "rlm_compat. With CHECKOUT: that ysz/recursive-llm checkout's tests/ (2fb46cc, cc7a826). "
             "Without: the sdist of a released version (--release, default 0.5.0) is downloaded with "
             "pip into a temporary directory and its tests run with that version's API semantics; "
-            "its tests of internals are reported as out of scope (rlm_compat/tools/dropin_out_of_scope.toml). "
+            "its tests of internals are reported as out of scope "
+            "(rlm_compat/tools/dropin_out_of_scope.toml). "
             "Extra arguments after -- go to pytest."
         ),
     )

@@ -109,7 +109,8 @@ class GridImplementation:
         if self.needs_runtime and not self.paths:
             raise ConfigurationError(
                 f"{self.name} needs its offline Deno + Pyodide runtime: --setup (npm), or --impl-path "
-                f"{self.name}=DIR with DIR made by rlm_compat.tools.research.dspy_runtime.prepare_dspy_runtime"
+                f"{self.name}=DIR with DIR made by "
+                "rlm_compat.tools.research.dspy_runtime.prepare_dspy_runtime"
             )
         argv = [self.python, str(DRIVER_PATH), "--backend", self.backend, "--label", self.name]
         for path in self.paths:
