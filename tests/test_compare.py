@@ -9,17 +9,17 @@ from typing import Any
 import compare_suite
 import pytest
 
-from rlm_compat.cli import main
+from rlm_compat.tools.cli import main
 from rlm_compat.clients import ScriptedClient
 from rlm_compat.errors import ConfigurationError
 from rlm_compat.profiles import QUIRKS, Profile
 from rlm_compat.record import read_trajectory
-from rlm_compat.research.base import Grade, RunRecord, RunSpec, TaskInstance
-from rlm_compat.research.compare import run_grid
-from rlm_compat.research.executors import LocalExecutor, RayExecutor, executor_from_spec
-from rlm_compat.research.grid import GridError, GridJob, RunLog, expand_configs, plan, trajectory_name
-from rlm_compat.research.registry import resolve_suite
-from rlm_compat.research.tables import markdown, summarize
+from rlm_compat.tools.research.base import Grade, RunRecord, RunSpec, TaskInstance
+from rlm_compat.tools.research.comparison import run_grid
+from rlm_compat.tools.research.executors import LocalExecutor, RayExecutor, executor_from_spec
+from rlm_compat.tools.research.grid import GridError, GridJob, RunLog, expand_configs, plan, trajectory_name
+from rlm_compat.tools.research.registry import resolve_suite
+from rlm_compat.tools.research.tables import markdown, summarize
 
 SUITE = "compare_suite:needle_suite"
 POLICY = "compare_suite:policy"

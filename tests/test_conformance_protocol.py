@@ -21,12 +21,12 @@ from typing import Any
 import jsonschema
 import pytest
 
-from rlm_compat.cli import main
-from rlm_compat.conformance.adapters import ProfileBackend
-from rlm_compat.conformance.driver import BACKENDS, Driver
-from rlm_compat.conformance.fixtures import FixtureSet, read_jsonl, write_jsonl
-from rlm_compat.conformance.implementations import REGISTRY, make_adapter, parse_impl
-from rlm_compat.conformance.protocol import (
+from rlm_compat.tools.cli import main
+from rlm_compat.tools.conformance.adapters import ProfileBackend
+from rlm_compat.tools.conformance.driver import BACKENDS, Driver
+from rlm_compat.tools.conformance.fixtures import FixtureSet, read_jsonl, write_jsonl
+from rlm_compat.tools.conformance.implementations import REGISTRY, make_adapter, parse_impl
+from rlm_compat.tools.conformance.protocol import (
     SCHEMA_PATH,
     Connection,
     DriverError,
@@ -35,7 +35,7 @@ from rlm_compat.conformance.protocol import (
     ProtocolError,
     Session,
 )
-from rlm_compat.conformance.runner import run_conformance
+from rlm_compat.tools.conformance.suite_runner import run_conformance
 from rlm_compat.errors import ConfigurationError
 from rlm_compat.profiles import Profile
 

@@ -9,14 +9,14 @@ from typing import Any
 
 import pytest
 
-from rlm_compat.cli import main
-from rlm_compat.conformance import compare
-from rlm_compat.conformance.adapters import ProfileAdapter
-from rlm_compat.conformance.deviations import DeviationError, Registry
-from rlm_compat.conformance.fixtures import FixtureSet, write_jsonl
-from rlm_compat.conformance.implementations import make_adapter
-from rlm_compat.conformance.report import render_json, render_markdown, render_summary
-from rlm_compat.conformance.runner import Progress, run_conformance
+from rlm_compat.tools.cli import main
+from rlm_compat.tools.conformance import result_diff as compare
+from rlm_compat.tools.conformance.adapters import ProfileAdapter
+from rlm_compat.tools.conformance.deviations import DeviationError, Registry
+from rlm_compat.tools.conformance.fixtures import FixtureSet, write_jsonl
+from rlm_compat.tools.conformance.implementations import make_adapter
+from rlm_compat.tools.conformance.report import render_json, render_markdown, render_summary
+from rlm_compat.tools.conformance.suite_runner import Progress, run_conformance
 from rlm_compat.errors import ConfigurationError
 
 REASON = "a sentence long enough to tell a reader why this differs"
@@ -319,7 +319,7 @@ def test_a_named_implementation_that_cannot_start_fails_the_run(
 
 
 def test_attribution_names_the_switch_behind_a_fixed_difference(tmp_path: Path) -> None:
-    from rlm_compat.conformance.attribution import (
+    from rlm_compat.tools.conformance.attribution import (
         Attribution,
         attribute_fixed,
         render_suggestions,

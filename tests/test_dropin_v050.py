@@ -7,9 +7,9 @@ from pathlib import Path
 import pytest
 
 from rlm_compat import parser_v050 as p050
-from rlm_compat.cli import main
+from rlm_compat.tools.cli import main
 from rlm_compat.config import Limits, WorkerResourceLimits
-from rlm_compat.dropin_tests import (
+from rlm_compat.tools.dropin_tests import (
     RELEASES,
     Outcome,
     SuiteReport,
@@ -218,7 +218,7 @@ def _fake_release(root: Path, body: str) -> Path:
 
 
 def test_release_prompt_comparison_finds_the_first_difference(tmp_path: Path) -> None:
-    from rlm_compat.dropin_tests import PROMPT_GRID, compare_release_prompt
+    from rlm_compat.tools.dropin_tests import PROMPT_GRID, compare_release_prompt
 
     same = _fake_release(
         tmp_path / "same",

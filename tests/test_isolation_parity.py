@@ -16,8 +16,8 @@ from typing import Any
 
 import pytest
 
-from rlm_compat.conformance.adapters import ProfileAdapter
-from rlm_compat.conformance.fixtures import FixtureSet, read_jsonl
+from rlm_compat.tools.conformance.adapters import ProfileAdapter
+from rlm_compat.tools.conformance.fixtures import FixtureSet, read_jsonl
 
 PYTHON = ".".join(platform.python_version().split(".")[:2])
 _WHERE = re.compile(r" \(line \d+( of code block \d+)?\)$")

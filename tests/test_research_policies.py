@@ -20,10 +20,10 @@ from rlm_compat import RLM, REPLExecutor
 from rlm_compat.events import SubcallStarted
 from rlm_compat.prompts import PROMPT_VERSIONS
 from rlm_compat.record import CompletionResult, RunResult
-from rlm_compat.research.base import Grade
-from rlm_compat.research.policies import SUBQUERY, CombinePolicy, client_for, policy_for
-from rlm_compat.research.policy import ScriptedPolicy, Style, diagnose, read_conversation
-from rlm_compat.research.tasks import KINDS, MIN_SIZE, GeneratedTask
+from rlm_compat.tools.research.base import Grade
+from rlm_compat.tools.research.task_policies import SUBQUERY, CombinePolicy, client_for, policy_for
+from rlm_compat.tools.research.scripted_policy import ScriptedPolicy, Style, diagnose, read_conversation
+from rlm_compat.tools.research.tasks import KINDS, MIN_SIZE, GeneratedTask
 from rlm_compat.testing import ScriptedChatServer
 
 KIND_NAMES = sorted(KINDS)
@@ -137,7 +137,7 @@ def test_combine_delegates_chunks_to_sub_calls() -> None:
 
 
 def test_combine_answers_its_own_sub_calls() -> None:
-    from rlm_compat.research.corpus import number_words
+    from rlm_compat.tools.research.corpus import number_words
 
     policy = CombinePolicy("q")
     text = "\n".join(

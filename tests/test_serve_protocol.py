@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from rlm_compat.errors import BudgetExceededError, ConfigurationError, MaxIterationsError
-from rlm_compat.serve import ApiError, ModelRegistry, ModelSpec, ServeLimits
-from rlm_compat.serve._protocol import error_for_failure, parse_request
+from rlm_compat.tools.serve import ApiError, ModelRegistry, ModelSpec, ServeLimits
+from rlm_compat.tools.serve._protocol import error_for_failure, parse_request
 
 LIMITS = ServeLimits(max_calls=10, max_seconds=60.0, max_context_chars=100)
 

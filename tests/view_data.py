@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from rlm_compat import RLM
-from rlm_compat.research.base import Grade, RunRecord, RunSpec
+from rlm_compat.tools.research.base import Grade, RunRecord, RunSpec
 from rlm_compat.testing import ScriptedChatServer
 
 XSS_SCRIPT = "<script>window.__xss = 'script'; alert(1)</script>"
