@@ -315,8 +315,8 @@ def _dspy_messages(query: str, context_size: int, steps: list[tuple[str, str]]) 
 
 
 def test_the_policy_writes_each_implementations_dialect() -> None:
-    from rlm_compat.tools.research.task_policies import policy_for
     from rlm_compat.tools.research.scripted_policy import read_conversation
+    from rlm_compat.tools.research.task_policies import policy_for
 
     task = GeneratedTask("sniah", PAPER_SIZES["2^13t"]).build()
     policy = policy_for(task)

@@ -7,8 +7,11 @@ from pathlib import Path
 import pytest
 
 from rlm_compat import parser_v050 as p050
-from rlm_compat.tools.cli import main
 from rlm_compat.config import Limits, WorkerResourceLimits
+from rlm_compat.errors import ConfigurationError, REPLError, UnsupportedOptionError
+from rlm_compat.repl import REPLExecutor as BaseExecutor
+from rlm_compat.repl_v050 import REPLExecutor, _worker_main
+from rlm_compat.tools.cli import main
 from rlm_compat.tools.dropin_tests import (
     RELEASES,
     Outcome,
@@ -18,9 +21,6 @@ from rlm_compat.tools.dropin_tests import (
     run_release_tests,
     whole_files_out_of_scope,
 )
-from rlm_compat.errors import ConfigurationError, REPLError, UnsupportedOptionError
-from rlm_compat.repl import REPLExecutor as BaseExecutor
-from rlm_compat.repl_v050 import REPLExecutor, _worker_main
 
 
 @pytest.mark.parametrize(

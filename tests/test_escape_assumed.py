@@ -14,8 +14,8 @@ import sys
 
 import pytest
 
-from rlm_compat.tools.escape_assumed import CORPUS, Program, parse_programs, run_programs
 from rlm_compat.sandbox import hardening
+from rlm_compat.tools.escape_assumed import CORPUS, Program, parse_programs, run_programs
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Linux hardening")
 

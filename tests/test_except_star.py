@@ -13,10 +13,10 @@ import sys
 import pytest
 
 from rlm_compat import REPLExecutor
-from rlm_compat.tools.conformance import oracle
 from rlm_compat.errors import REPLSecurityError
 from rlm_compat.sandbox import prep
 from rlm_compat.sandbox.cpython_bugs import except_star_is_safe
+from rlm_compat.tools.conformance import oracle
 
 POC = """
 class Evil(BaseExceptionGroup):

@@ -21,9 +21,9 @@ from typing import Any
 
 import pytest
 
+from rlm_compat.testing import ScriptedChatServer
 from rlm_compat.tools.replay.foreign import detect_format, load_run
 from rlm_compat.tools.replay.replayer import replay
-from rlm_compat.testing import ScriptedChatServer
 
 ServerFactory = Callable[..., ScriptedChatServer]
 

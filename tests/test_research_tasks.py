@@ -12,9 +12,16 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from rlm_compat import ConfigurationError
+from rlm_compat.tools import ToolUsageError
 from rlm_compat.tools.research.base import Grader, Suite, TaskInstance, TaskSpec
-from rlm_compat.tools.research.corpus import FILLER_WORDS, assemble, derive_rng, filler, number_words, sha256_text
+from rlm_compat.tools.research.corpus import (
+    FILLER_WORDS,
+    assemble,
+    derive_rng,
+    filler,
+    number_words,
+    sha256_text,
+)
 from rlm_compat.tools.research.graders import (
     ExactInteger,
     ExactText,
@@ -362,7 +369,7 @@ def test_task_ids_round_trip(kind: str, size: int, seed: int) -> None:
     ],
 )
 def test_bad_names_get_actionable_errors(call: object, message: str) -> None:
-    with pytest.raises(ConfigurationError, match=re.escape(message)):
+    with pytest.raises(ToolUsageError, match=re.escape(message)):
         call()  # type: ignore[operator]
 
 

@@ -15,9 +15,9 @@ from typing import Any
 import pytest
 import view_data
 
-from rlm_compat.tools.cli import main
 from rlm_compat.errors import TrajectoryError
 from rlm_compat.record import read_trajectory
+from rlm_compat.tools.cli import main
 from rlm_compat.tools.replay.foreign import load_run
 from rlm_compat.tools.view import (
     TrajectoryModel,

@@ -18,11 +18,11 @@ from typing import Any
 
 import pytest
 
+from rlm_compat.errors import REPLError
+from rlm_compat.repl import REPLExecutor
 from rlm_compat.tools.conformance import values
 from rlm_compat.tools.conformance.deviations import Deviation, Registry
 from rlm_compat.tools.conformance.fixtures import DEVIATIONS, FixtureSet, read_jsonl
-from rlm_compat.errors import REPLError
-from rlm_compat.repl import REPLExecutor
 
 PYTHON = f"{sys.version_info.major}.{sys.version_info.minor}"
 

@@ -9,4 +9,6 @@ stays small and a user's ``except RLMError`` catches only the library's errors.
 
 from __future__ import annotations
 
-__all__: list[str] = []
+from .tool_errors import ToolError, ToolUsageError
+
+__all__ = ["ToolError", "ToolUsageError"]

@@ -14,7 +14,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from .. import __version__
-from ..errors import ConfigurationError, REPLError, RLMError
+from ..errors import REPLError, RLMError
+from .tool_errors import ToolError, ToolUsageError
 
 __all__ = ["build_parser", "main"]
 
@@ -86,7 +87,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     try:
         return handler(args)
-    except (RLMError, REPLError) as exc:
+    except (RLMError, REPLError, ToolError) as exc:
         print(f"rlm-compat {args.command}: {type(exc).__name__}: {exc}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
@@ -169,10 +170,10 @@ def _dropin(args: argparse.Namespace) -> int:
     extra = list(args.pytest_args)
     if args.checkout is not None:
         if args.release is not None:
-            raise ConfigurationError("give a checkout or --release, not both")
+            raise ToolUsageError("give a checkout or --release, not both")
         return run_upstream_tests(args.checkout, profile=args.profile, api=args.api, pytest_args=extra)
     if args.api is not None:
-        raise ConfigurationError("--api applies to a checkout; a release runs with its own semantics")
+        raise ToolUsageError("--api applies to a checkout; a release runs with its own semantics")
     report = run_release_tests(args.release or "0.5.0", profile=args.profile, pytest_args=extra)
     print(report.render())
     return 1 if report.failures else 0

@@ -31,8 +31,8 @@ from pathlib import Path
 from xml.etree import ElementTree
 
 from ..compat import API_ENV, resolve_api
-from ..errors import ConfigurationError
 from ..prompts import build_system_prompt
+from .tool_errors import ToolUsageError
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -148,7 +148,7 @@ def run_release_tests(
     """
     release = RELEASES.get(version)
     if release is None:
-        raise ConfigurationError(
+        raise ToolUsageError(
             f"no drop-in test setup for recursive-llm {version!r}; known: {sorted(RELEASES)}"
         )
     skipped = out_of_scope(version)
@@ -168,7 +168,7 @@ def run_release_tests(
         ]
         code = subprocess.call(_pytest_command(root, args, python), cwd=root, env=_env(profile, release.api))
         if not junit.is_file():
-            raise ConfigurationError(f"pytest could not run {release.requirement}'s tests (exit {code})")
+            raise ToolUsageError(f"pytest could not run {release.requirement}'s tests (exit {code})")
         ran = junit_outcomes(junit)
         if release.prompt_version is not None:
             ran.append(compare_release_prompt(root, release.prompt_version, python))
@@ -227,16 +227,16 @@ def download_release(requirement: str, dest: Path) -> Path:
     done = subprocess.run([*command, "-d", str(dest), requirement], capture_output=True, text=True)
     archives = sorted(dest.glob("*.tar.gz"))
     if done.returncode != 0 or not archives:
-        raise ConfigurationError(
+        raise ToolUsageError(
             f"could not download the sdist of {requirement} (pip exit {done.returncode}): "
             f"{done.stderr.strip()[-500:]}"
         )
     with tarfile.open(archives[0]) as archive:
         top = {m.name.split("/", 1)[0] for m in archive.getmembers()}
         if len(top) != 1:
-            raise ConfigurationError(f"{archives[0].name} does not unpack into one directory")
+            raise ToolUsageError(f"{archives[0].name} does not unpack into one directory")
         if not hasattr(tarfile, "data_filter"):
-            raise ConfigurationError("unpacking a downloaded sdist safely needs Python >= 3.10.12")
+            raise ToolUsageError("unpacking a downloaded sdist safely needs Python >= 3.10.12")
         archive.extractall(dest, filter="data")
     return _checkout_root(dest / top.pop())
 
@@ -249,7 +249,7 @@ def out_of_scope(version: str) -> dict[str, str]:
     for entry in entries:
         test_id, reason = entry.get("id"), entry.get("reason")
         if not test_id or not reason or "*" in test_id:
-            raise ConfigurationError(f"{OUT_OF_SCOPE_FILE.name}: every entry needs an exact id and a reason")
+            raise ToolUsageError(f"{OUT_OF_SCOPE_FILE.name}: every entry needs an exact id and a reason")
         found[test_id] = reason
     return found
 
@@ -267,7 +267,7 @@ def whole_files_out_of_scope(version: str) -> list[str]:
         path, count = entry.get("path"), entry.get("tests")
         ids = [t for t in listed if t.startswith(f"{path}::")]
         if not path or len(ids) != count:
-            raise ConfigurationError(
+            raise ToolUsageError(
                 f"{OUT_OF_SCOPE_FILE.name}: file {path!r} has {count} tests but {len(ids)} ids are listed"
             )
         files.append(path)
@@ -310,7 +310,7 @@ def _test_id(classname: str, name: str) -> str:
 def _checkout_root(checkout: str | os.PathLike[str]) -> Path:
     root = Path(checkout).resolve()
     if not (root / "tests").is_dir() or not (root / "src" / "rlm").is_dir():
-        raise ConfigurationError(
+        raise ToolUsageError(
             f"{root} does not look like a ysz/recursive-llm checkout (need tests/ and src/rlm/)"
         )
     return root
@@ -337,7 +337,7 @@ def _pytest_command(root: Path, pytest_args: Sequence[str], python: str | None) 
 def _env(profile: str, api: str | None) -> dict[str, str]:
     """The subprocess's environment: profile, API preset, and this rlm_compat first on the path."""
     if profile not in PROFILES:
-        raise ConfigurationError(f"profile must be one of {list(PROFILES)}, not {profile!r}")
+        raise ToolUsageError(f"profile must be one of {list(PROFILES)}, not {profile!r}")
     env = dict(os.environ)
     env["RLM_COMPAT_PROFILE"] = profile
     env[API_ENV] = resolve_api(api).name

@@ -27,6 +27,7 @@ from ..errors import (
     MaxDepthError,
     MaxIterationsError,
 )
+from .tool_errors import ToolUsageError
 
 __all__ = ["ExitCode", "exit_code_for", "register"]
 
@@ -158,7 +159,7 @@ def run_command(args: argparse.Namespace) -> int:
         else:
             context, described = args.context, {"chars": len(args.context), "files": []}
         rlm = _build_rlm(args)
-    except (ContextInputError, ConfigurationError) as exc:
+    except (ContextInputError, ConfigurationError, ToolUsageError) as exc:
         return _fail(args, ExitCode.BAD_INPUT, exc, None, None)
 
     mode = args.progress
@@ -191,7 +192,7 @@ def exit_code_for(exc: BaseException, rlm: Any = None) -> ExitCode:
         return ExitCode.MAX_ITERATIONS
     if isinstance(exc, MaxDepthError):
         return ExitCode.MAX_DEPTH
-    if isinstance(exc, ConfigurationError):
+    if isinstance(exc, (ConfigurationError, ToolUsageError)):
         return ExitCode.BAD_INPUT
     if isinstance(exc, LLMCallError) or _model_call_raised(exc, rlm):
         return ExitCode.PROVIDER_FAILURE

@@ -38,7 +38,7 @@ from dataclasses import dataclass, field
 from typing import BinaryIO
 
 from ..environments import EnvironmentAccessError, ExecutionEnvironment, LocalExecutionEnvironment
-from ..errors import ConfigurationError
+from .tool_errors import ToolUsageError
 
 __all__ = ["STDIN", "ContextBundle", "ContextInputError", "load_context", "render_files"]
 
@@ -48,7 +48,7 @@ STDIN = "-"
 _GLOB_CHARS = re.compile(r"[*?\[]")
 
 
-class ContextInputError(ConfigurationError):
+class ContextInputError(ToolUsageError):
     """A context source cannot be used: missing, unreadable, binary, empty, or matching nothing."""
 
 

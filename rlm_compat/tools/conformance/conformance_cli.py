@@ -10,6 +10,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from ..tool_errors import ToolUsageError
+
 __all__ = ["add_conformance_parser", "add_record_parser", "register"]
 
 UPSTREAM_ENV = "RLM_COMPAT_UPSTREAM"
@@ -177,7 +179,6 @@ def add_conformance_parser(subparsers: Any) -> None:
 
 
 def _record(args: argparse.Namespace) -> int:
-    from ...errors import ConfigurationError
     from .fixtures import default_fixtures_dir
     from .recorder import check, record
 
@@ -186,9 +187,7 @@ def _record(args: argparse.Namespace) -> int:
     if out is None:
         tree = Path(__file__).resolve().parents[3]
         if not (tree / "pyproject.toml").is_file():
-            raise ConfigurationError(
-                "not running from a source tree: pass --out DIR for the recorded fixtures"
-            )
+            raise ToolUsageError("not running from a source tree: pass --out DIR for the recorded fixtures")
         out = tree / "upstream_fixtures"
 
     def progress(message: str) -> None:

@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ...errors import ConfigurationError
+from ..tool_errors import ToolUsageError
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -58,7 +58,7 @@ _KEYS = {"cases", "profile", "kind", "reason", "expected", "pythons"}
 _MIN_REASON = 25
 
 
-class DeviationError(ConfigurationError):
+class DeviationError(ToolUsageError):
     """The registry is malformed or inconsistent with the recorded cases."""
 
 

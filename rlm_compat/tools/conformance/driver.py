@@ -601,7 +601,7 @@ class ReferenceBackend(_ImportedBackend):
         if __package__:
             from . import reference
         else:
-            load_sibling("../sandbox/fences.py")
+            load_sibling("../../sandbox/fences.py")
             reference = load_sibling("reference.py")
         self.reference = reference
 
@@ -614,7 +614,7 @@ class ReferenceBackend(_ImportedBackend):
             "compare": "exact",
             "files": {
                 name: hashlib.sha256((here / name).read_bytes()).hexdigest()
-                for name in ("reference.py", "values.py", "../sandbox/fences.py")
+                for name in ("reference.py", "values.py", "../../sandbox/fences.py")
             },
         }
 

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ...errors import ConfigurationError
+from ..tool_errors import ToolUsageError
 
 __all__ = [
     "PROVENANCE",
@@ -37,7 +37,7 @@ DEVIATIONS = "deviations.toml"
 _NAME = re.compile(r"^(?P<kind>repl|parser|loop)(\.py(?P<version>\d+\.\d+))?\.jsonl$")
 
 
-class FixtureError(ConfigurationError):
+class FixtureError(ToolUsageError):
     """A fixture directory or file is missing, malformed or inconsistent with its provenance."""
 
 

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ...errors import ConfigurationError
+from ..tool_errors import ToolUsageError
 from .adapters import Adapter, ProfileAdapter
 from .protocol import KINDS, DriverProcess, PipeConnection, Session
 
@@ -69,7 +69,7 @@ class Implementation:
         """A third-party implementation: ``command`` (shell words) speaks docs/protocol.md."""
         words = tuple(shlex.split(command))
         if not words:
-            raise ConfigurationError(f"{name}: empty command; give it as {name}=COMMAND")
+            raise ToolUsageError(f"{name}: empty command; give it as {name}=COMMAND")
         return cls(name, f"{command} (protocol)", "command", kinds=None, mode=None, workers=1, command=words)
 
     def adapter(
@@ -83,7 +83,7 @@ class Implementation:
     ) -> Adapter:
         """An adapter running this implementation; ``target`` is the interpreter for ``python``."""
         if self.unavailable:
-            raise ConfigurationError(f"{self.name} is not available: {self.unavailable}")
+            raise ToolUsageError(f"{self.name} is not available: {self.unavailable}")
         if self.start == "in-process":
             return ProfileAdapter(self.profile, isolation=isolation)
         sessions = [self._session(target, checkout, step_limit, case_limit) for _ in range(self.workers)]
@@ -108,14 +108,12 @@ class Implementation:
         if target is None and self.any_python:
             target = sys.executable
         if target is None:
-            raise ConfigurationError(
-                f"{self.name} runs in its own venv: give it as {self.name}=/path/to/python"
-            )
+            raise ToolUsageError(f"{self.name} runs in its own venv: give it as {self.name}=/path/to/python")
         paths: list[str] = []
         label = ""
         if self.start == "checkout":
             if checkout is None:
-                raise ConfigurationError(
+                raise ToolUsageError(
                     f"{self.name} needs the checkout: pass --upstream PATH or set RLM_COMPAT_UPSTREAM"
                 )
             paths, label = [str(checkout / "src")], self.prompt_version or ""
@@ -221,7 +219,7 @@ def parse_impl(spec: str) -> tuple[Implementation, str | None]:
     if name in REGISTRY:
         return REGISTRY[name], (value or None)
     if not sep or not name:
-        raise ConfigurationError(
+        raise ToolUsageError(
             f"unknown implementation {name!r}; known: {', '.join(REGISTRY)}; "
             "or give NAME=COMMAND for a command speaking docs/protocol.md"
         )

@@ -16,7 +16,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from ...errors import ConfigurationError
+from ..tool_errors import ToolUsageError
 from . import values
 
 if sys.version_info >= (3, 11):
@@ -57,7 +57,7 @@ _LOOP_OPTIONS_TYPED: dict[str, tuple[type, ...]] = {
 }
 
 
-class InputError(ConfigurationError):
+class InputError(ToolUsageError):
     """An input file or case is malformed; the message names the file and the case."""
 
 

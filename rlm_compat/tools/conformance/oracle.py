@@ -28,7 +28,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ...errors import ConfigurationError, RLMError
+from ...errors import RLMError
+from ..tool_errors import ToolError, ToolUsageError
 from . import inputs, values
 from .fixtures import FixtureSet
 
@@ -57,7 +58,7 @@ __all__ = [
 REASONS = ("security", "resource")
 
 
-class OracleError(ConfigurationError):
+class OracleError(ToolUsageError):
     """The reference fixtures or the restrictions registry are missing or malformed."""
 
 
@@ -138,7 +139,7 @@ def record(pythons: Iterable[str], out_dir: Path, *, log: Callable[[str], None] 
             info = adapter.start()
             log(f"recording {len(cases)} REPL cases under CPython {info['python']} ({python})")
             outcomes = adapter.run_many("repl", [c.as_input() for c in cases])
-        except RLMError as exc:
+        except (RLMError, ToolError) as exc:
             raise OracleError(f"the reference executor failed under {python}: {exc}") from None
         finally:
             adapter.stop()

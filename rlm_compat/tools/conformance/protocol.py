@@ -32,7 +32,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import IO, Any
 
-from ...errors import RLMError
+from ..tool_errors import ToolError
 from .driver import PROTOCOL_VERSION, Driver, respond
 
 __all__ = [
@@ -58,7 +58,7 @@ _WINDOW = 32  # cases sent ahead of the replies read (parser cases are many and 
 _REPLY_SLACK = 30.0  # seconds beyond the case limit before a silent implementation is killed
 
 
-class DriverError(RLMError):
+class DriverError(ToolError):
     """The implementation could not be started, or stopped answering."""
 
 

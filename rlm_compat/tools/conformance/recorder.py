@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ...errors import ConfigurationError
+from ..tool_errors import ToolUsageError
 from . import inputs as _inputs
 from .fixtures import (
     PROVENANCE,
@@ -54,7 +54,7 @@ _PARSER_BATCH = 500
 Progress = Callable[[str], None]
 
 
-class RecordError(ConfigurationError):
+class RecordError(ToolUsageError):
     """Recording could not produce trustworthy fixtures (bad checkout, driver failure, ...)."""
 
 

@@ -14,6 +14,7 @@ from typing import Any
 
 from ...config import ISOLATIONS
 from ...errors import ConfigurationError, TrajectoryError
+from ..tool_errors import ToolUsageError
 
 __all__ = ["context_arguments", "read_context", "register"]
 
@@ -80,7 +81,7 @@ def read_context(args: argparse.Namespace) -> str | None:
         try:
             return str(args.context_file.read_text(encoding="utf-8"))
         except (OSError, UnicodeDecodeError) as exc:
-            raise ConfigurationError(f"cannot read the context file {args.context_file}: {exc}") from None
+            raise ToolUsageError(f"cannot read the context file {args.context_file}: {exc}") from None
     return args.context if isinstance(args.context, str) else None
 
 
@@ -105,7 +106,7 @@ def _replay(args: argparse.Namespace) -> int:
             same_context=not args.no_context,
             api=args.api,
         )
-    except (TrajectoryError, ConfigurationError) as exc:
+    except (TrajectoryError, ConfigurationError, ToolUsageError) as exc:
         print(f"rlm-compat replay: {exc}", file=sys.stderr)
         return 2
     if args.json:
@@ -117,7 +118,7 @@ def _replay(args: argparse.Namespace) -> int:
 
         try:
             write_view([args.trajectory], args.view, replay_report=report.to_dict())
-        except ConfigurationError as exc:
+        except ToolUsageError as exc:
             print(f"rlm-compat replay: --view: {exc}", file=sys.stderr)
             return 2
         print(f"wrote {args.view}", file=sys.stderr)

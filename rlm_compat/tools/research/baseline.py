@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from ... import __version__
-from ...errors import ConfigurationError
+from ..tool_errors import ToolUsageError
 from .baseline_facts import FACTS, Expect, Fact, Probe, all_probes
 
 __all__ = [
@@ -121,10 +121,10 @@ def collect(checkout: Path, pythons: Sequence[str], peers: Mapping[str, str]) ->
     from ..conformance.implementations import make_adapter
 
     if not (checkout / "src" / "rlm" / "repl.py").is_file():
-        raise ConfigurationError(f"{checkout} is not a ysz/recursive-llm checkout (no src/rlm/repl.py)")
+        raise ToolUsageError(f"{checkout} is not a ysz/recursive-llm checkout (no src/rlm/repl.py)")
     unknown = sorted(set(peers) - set(PEERS))
     if unknown:
-        raise ConfigurationError(f"unknown peer(s) {unknown}; known: {', '.join(PEERS)}")
+        raise ToolUsageError(f"unknown peer(s) {unknown}; known: {', '.join(PEERS)}")
     probes = all_probes()
     implementations: list[dict[str, Any]] = []
     results: dict[str, dict[str, Any]] = {}
@@ -345,9 +345,9 @@ def run_quick(python: str, target: str, pythonpath: str | None = None) -> str:
                 check=False,
             )
         except (OSError, subprocess.TimeoutExpired) as exc:
-            raise ConfigurationError(f"cannot run the quick script with {python}: {exc}") from None
+            raise ToolUsageError(f"cannot run the quick script with {python}: {exc}") from None
     if done.returncode != 0:
-        raise ConfigurationError(
+        raise ToolUsageError(
             f"the quick script failed under {python} (exit {done.returncode}): {done.stderr[-800:]}"
         )
     return "".join(line + "\n" for line in done.stdout.splitlines() if line.startswith("->"))
@@ -374,7 +374,7 @@ def _python_minor(python: str) -> str:
             check=True,
         )
     except (OSError, subprocess.SubprocessError) as exc:
-        raise ConfigurationError(f"cannot run {python}: {exc}") from None
+        raise ToolUsageError(f"cannot run {python}: {exc}") from None
     return done.stdout.strip()
 
 

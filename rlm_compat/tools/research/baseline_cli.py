@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from ...errors import ConfigurationError
+from ..tool_errors import ToolUsageError
 
 __all__ = ["register"]
 
@@ -55,19 +55,19 @@ def _baseline(args: argparse.Namespace) -> int:
     fixtures = args.fixtures or default_fixtures_dir()
     if args.render_only:
         if args.upstream or args.python or args.peer:
-            raise ConfigurationError("--render-only uses the stored record; drop --upstream/--python/--peer")
+            raise ToolUsageError("--render-only uses the stored record; drop --upstream/--python/--peer")
         try:
             record = json.loads(record_path.read_text(encoding="utf-8"))
         except (OSError, json.JSONDecodeError) as exc:
-            raise ConfigurationError(f"cannot read the record {record_path}: {exc}") from None
+            raise ToolUsageError(f"cannot read the record {record_path}: {exc}") from None
     else:
         if args.upstream is None or not args.python:
-            raise ConfigurationError("give --upstream CHECKOUT and at least one --python (or --render-only)")
+            raise ToolUsageError("give --upstream CHECKOUT and at least one --python (or --render-only)")
         peers: dict[str, str] = {}
         for spec in args.peer:
             name, sep, python = spec.partition("=")
             if not sep or not python:
-                raise ConfigurationError(f"--peer {spec!r}: give it as NAME=PYTHON")
+                raise ToolUsageError(f"--peer {spec!r}: give it as NAME=PYTHON")
             peers[name] = python
         # rendered from what is stored (keys sorted), exactly as --render-only and the test do
         record = json.loads(json.dumps(collect(args.upstream, args.python, peers), sort_keys=True))

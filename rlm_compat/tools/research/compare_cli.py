@@ -10,6 +10,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from ..tool_errors import ToolUsageError
+
 __all__ = ["register"]
 
 UPSTREAM_ENV = "RLM_COMPAT_UPSTREAM"
@@ -122,7 +124,6 @@ def register(commands: Any) -> None:
 
 
 def _compare(args: argparse.Namespace) -> int:
-    from ...errors import ConfigurationError
     from .comparison import run_grid
     from .executors import executor_from_spec
     from .grid import GridJob, expand_configs, plan
@@ -130,7 +131,7 @@ def _compare(args: argparse.Namespace) -> int:
     from .registry import resolve_policy, resolve_suite
 
     if not args.time_limit > 0:
-        raise ConfigurationError(f"--time-limit must be a number of seconds > 0, not {args.time_limit}")
+        raise ToolUsageError(f"--time-limit must be a number of seconds > 0, not {args.time_limit}")
     impls = _implementations(args)
     if any(impl.start == "in-process" for impl in impls) or args.model != "scripted":
         # litellm prints its "Provider List" banner for every unpriced model name (the scripted
@@ -145,19 +146,19 @@ def _compare(args: argparse.Namespace) -> int:
     )
     configs += [impl_config(impl.name) for impl in impls]
     if len({impl.name for impl in impls}) != len(impls):
-        raise ConfigurationError("an --impl NAME is given twice: each implementation is one column")
+        raise ToolUsageError("an --impl NAME is given twice: each implementation is one column")
     api_key = None
     if args.api_key_env:
         api_key = os.environ.get(args.api_key_env)
         if not api_key:
-            raise ConfigurationError(f"--api-key-env {args.api_key_env}: that variable is not set")
+            raise ToolUsageError(f"--api-key-env {args.api_key_env}: that variable is not set")
     suite = resolve_suite(args.suite)
     if impls and args.model == "scripted":
         from .task_policies import POLICIES
 
         missing = sorted({spec.kind for spec in suite.tasks()} - set(POLICIES))
         if missing:
-            raise ConfigurationError(
+            raise ToolUsageError(
                 f"the scripted endpoint serves the built-in kinds' policies ({', '.join(POLICIES)}); "
                 f"suite {suite.name!r} has kinds {missing}: run --impl with a real --model"
             )
@@ -210,7 +211,6 @@ def _implementations(args: argparse.Namespace) -> list[Any]:
     import dataclasses
     import tempfile
 
-    from ...errors import ConfigurationError
     from .impls import parse_grid_impl, setup_implementations
 
     if not args.impl:
@@ -221,7 +221,7 @@ def _implementations(args: argparse.Namespace) -> list[Any]:
     for item in args.impl_path:
         name, sep, directory = item.partition("=")
         if not sep or not directory or name not in {impl.name for impl in impls}:
-            raise ConfigurationError(f"--impl-path {item!r}: give NAME=DIR for an --impl NAME")
+            raise ToolUsageError(f"--impl-path {item!r}: give NAME=DIR for an --impl NAME")
         extra.setdefault(name, []).append(directory)
     impls = [dataclasses.replace(i, paths=(*extra.get(i.name, ()), *i.paths)) for i in impls]
     if not args.setup:

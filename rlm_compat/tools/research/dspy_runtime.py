@@ -24,7 +24,7 @@ import shutil
 import subprocess
 from pathlib import Path
 
-from ...errors import ConfigurationError
+from ..tool_errors import ToolUsageError
 
 __all__ = ["DENO_VERSION", "prepare_dspy_runtime"]
 
@@ -59,9 +59,7 @@ export async function* readLines(
 def _run(argv: list[str], what: str, env: dict[str, str] | None = None) -> str:
     done = subprocess.run(argv, capture_output=True, text=True, check=False, env=env)
     if done.returncode != 0:
-        raise ConfigurationError(
-            f"dspy runtime: {what} failed: {(done.stderr or done.stdout).strip()[-800:]}"
-        )
+        raise ToolUsageError(f"dspy runtime: {what} failed: {(done.stderr or done.stdout).strip()[-800:]}")
     return done.stdout
 
 
@@ -72,9 +70,7 @@ def prepare_dspy_runtime(directory: Path, python: str) -> Path:
         return directory
     npm = shutil.which("npm")
     if npm is None:
-        raise ConfigurationError(
-            "dspy runtime: npm is needed to fetch Deno and Pyodide (apt-get install npm)"
-        )
+        raise ToolUsageError("dspy runtime: npm is needed to fetch Deno and Pyodide (apt-get install npm)")
     runner = (
         Path(
             _run(
@@ -92,7 +88,7 @@ def prepare_dspy_runtime(directory: Path, python: str) -> Path:
     remote = sorted(set(re.findall(r'from "(https://[^"]+)"', text)))
     unknown = [url for url in remote if not re.fullmatch(r"https://deno\.land/std@[0-9.]+/io/mod\.ts", url)]
     if unknown or not remote:
-        raise ConfigurationError(
+        raise ToolUsageError(
             f"dspy runtime: {runner} imports {remote}; only deno.land's io/mod.ts (readLines) has a local "
             "stand-in here"
         )
@@ -113,7 +109,7 @@ def prepare_dspy_runtime(directory: Path, python: str) -> Path:
     )
     binaries = sorted(packages.glob("node_modules/@deno/*/deno"))
     if not binaries:
-        raise ConfigurationError(f"dspy runtime: npm's deno package left no binary under {packages}")
+        raise ToolUsageError(f"dspy runtime: npm's deno package left no binary under {packages}")
     shutil.copy2(binaries[0], directory / "deno")
     (directory / "read_lines.ts").write_text(_READ_LINES, encoding="utf-8")
     target = (directory / "read_lines.ts").as_uri()

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from ...core import run_sync
-from ...errors import ConfigurationError
+from ..tool_errors import ToolUsageError
 from .base import RunSpec
 from .grid import CellResult, GridJob, run_cell
 
@@ -45,7 +45,7 @@ class LocalExecutor:
 
     def __init__(self, concurrency: int = 4, scratch: Path | None = None) -> None:
         if isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1:
-            raise ConfigurationError(f"concurrency must be an integer >= 1, not {concurrency!r}")
+            raise ToolUsageError(f"concurrency must be an integer >= 1, not {concurrency!r}")
         self.concurrency = concurrency
         self.scratch = scratch
 
@@ -116,7 +116,7 @@ def _import_ray() -> Any:
     try:
         import ray
     except ImportError:
-        raise ConfigurationError(
+        raise ToolUsageError(
             "the Ray executor needs Ray: pip install 'rlm-compat[ray]' (or use --executor local)"
         ) from None
     return ray
@@ -129,4 +129,4 @@ def executor_from_spec(spec: str, *, concurrency: int = 4, scratch: Path | None 
         return LocalExecutor(concurrency, scratch)
     if kind == "ray":
         return RayExecutor(address or None)
-    raise ConfigurationError(f"unknown executor {spec!r}; use 'local', 'ray' or 'ray=ADDRESS'")
+    raise ToolUsageError(f"unknown executor {spec!r}; use 'local', 'ray' or 'ray=ADDRESS'")

@@ -23,8 +23,9 @@ from pathlib import Path
 from typing import Any
 
 from ...clients import LLMClient
-from ...errors import ConfigurationError, RLMError
+from ...errors import RLMError
 from ...profiles import QUIRKS, Profile
+from ..tool_errors import ToolError, ToolUsageError
 from .base import RunRecord, RunSpec, Suite, TaskInstance, TaskSpec
 from .impls import IMPL_PREFIX, GridImplementation, TaskOutcome, run_driver_task
 
@@ -49,7 +50,7 @@ PolicyFactory = Callable[[TaskInstance, RunSpec], "LLMClient | None"]
 """``(task, spec) -> client``: the client of one cell; None means the RLM's litellm client."""
 
 
-class GridError(RLMError):
+class GridError(ToolError):
     """The grid cannot run or resume as asked (unknown task, unreadable run log)."""
 
 
@@ -69,7 +70,7 @@ def expand_configs(configs: Sequence[str], *, ablation: bool = False) -> list[st
     if ablation:
         wanted += ["fixed", "upstream", *ablation_configs()]
     if not wanted:
-        raise ConfigurationError("give at least one --config (e.g. --config fixed --config upstream)")
+        raise ToolUsageError("give at least one --config (e.g. --config fixed --config upstream)")
     out: list[str] = []
     for spec in wanted:
         Profile.named(spec)  # raises ConfigurationError naming the known switches
@@ -81,16 +82,16 @@ def expand_configs(configs: Sequence[str], *, ablation: bool = False) -> list[st
 def plan(suite: Suite, configs: Sequence[str], model: str, runs: int) -> list[RunSpec]:
     """Every cell of the grid: task x config x run index, tasks in suite order."""
     if isinstance(runs, bool) or not isinstance(runs, int) or runs < 1:
-        raise ConfigurationError(f"runs must be an integer >= 1, not {runs!r}")
+        raise ToolUsageError(f"runs must be an integer >= 1, not {runs!r}")
     if not model:
-        raise ConfigurationError(f"model must be {SCRIPTED!r} or a litellm model name")
+        raise ToolUsageError(f"model must be {SCRIPTED!r} or a litellm model name")
     tasks = list(suite.tasks())
     if not tasks:
-        raise ConfigurationError(f"suite {suite.name!r} has no tasks: nothing to compare")
+        raise ToolUsageError(f"suite {suite.name!r} has no tasks: nothing to compare")
     ids = [t.task_id for t in tasks]
     if len(set(ids)) != len(ids):
         twice = sorted({i for i in ids if ids.count(i) > 1})
-        raise ConfigurationError(f"suite {suite.name!r} repeats task ids {twice}: run ids would collide")
+        raise ToolUsageError(f"suite {suite.name!r} repeats task ids {twice}: run ids would collide")
     return [
         RunSpec(suite=suite.name, task_id=task.task_id, config=config, model=model, run_index=index)
         for task in tasks
@@ -272,7 +273,7 @@ async def run_impl_cell(job: GridJob, spec: RunSpec, trajectory_dir: Path | None
         endpoint = None
         try:
             endpoint = stack.enter_context(PolicyEndpoint(task, variant=spec.run_index)) if scripted else None
-        except RLMError as exc:  # e.g. a policy that cannot read this suite's query
+        except (RLMError, ToolError) as exc:  # e.g. a policy that cannot read this suite's query
             outcome = TaskOutcome(None, error_type=type(exc).__name__, error=f"scripted endpoint: {exc}")
         model = SCRIPTED_ENDPOINT_MODEL if scripted else spec.model
         api_base = endpoint.base_url if endpoint is not None else job.api_base
@@ -282,7 +283,7 @@ async def run_impl_cell(job: GridJob, spec: RunSpec, trajectory_dir: Path | None
         elif impl.start == "in-process":
             try:
                 outcome, trajectory = await _run_rlm_compat(job, task, model, api_base, api_key, scratch)
-            except RLMError as exc:
+            except (RLMError, ToolError) as exc:
                 outcome = TaskOutcome(None, error_type=type(exc).__name__, error=str(exc))
         else:
             context_file = scratch / "context.txt"

@@ -38,6 +38,7 @@ from typing import Any
 from ...errors import ConfigurationError
 from ..conformance.driver import TASK_PROTOCOL_VERSION
 from ..conformance.protocol import DRIVER_PATH, driver_environment
+from ..tool_errors import ToolUsageError
 from .dspy_runtime import prepare_dspy_runtime
 
 __all__ = [
@@ -97,17 +98,17 @@ class GridImplementation:
         if self.start == "command":
             return list(self.command)
         if self.python is None:
-            raise ConfigurationError(
+            raise ToolUsageError(
                 f"{self.name} runs in its own venv: give --impl {self.name}=/path/to/python, "
                 "or --setup to create one"
             )
         if self.needs_checkout and not self.paths:
-            raise ConfigurationError(
+            raise ToolUsageError(
                 f"{self.name} needs a ysz/recursive-llm checkout at 2fb46cc: set RLM_COMPAT_UPSTREAM, "
                 "pass --upstream PATH, or --setup (clones --upstream-bundle)"
             )
         if self.needs_runtime and not self.paths:
-            raise ConfigurationError(
+            raise ToolUsageError(
                 f"{self.name} needs its offline Deno + Pyodide runtime: --setup (npm), or --impl-path "
                 f"{self.name}=DIR with DIR made by "
                 "rlm_compat.tools.research.dspy_runtime.prepare_dspy_runtime"
@@ -163,20 +164,18 @@ def parse_grid_impl(spec: str, *, checkout: Path | None = None) -> GridImplement
     ``NAME=COMMAND`` (anything else, speaking protocol 2)."""
     name, sep, value = (part.strip() for part in spec.partition("="))
     if not name or not all(c.isalnum() or c in "._-" for c in name):
-        raise ConfigurationError(
-            f"--impl {spec!r}: give NAME[=PYTHON|=COMMAND], NAME of letters, digits, . _ -"
-        )
+        raise ToolUsageError(f"--impl {spec!r}: give NAME[=PYTHON|=COMMAND], NAME of letters, digits, . _ -")
     entry = IMPLEMENTATIONS.get(name)
     if entry is None:
         if not sep or not value:
-            raise ConfigurationError(
+            raise ToolUsageError(
                 f"unknown implementation {name!r}; known: {', '.join(IMPLEMENTATIONS)}; "
                 "or give NAME=COMMAND for a command speaking protocol 2 (docs/protocol.md)"
             )
         words = tuple(shlex.split(value))
         return GridImplementation(name, f"{value} (protocol 2)", "command", command=words)
     if entry.start == "unavailable":
-        raise ConfigurationError(f"{name} cannot run here: {entry.unavailable}")
+        raise ToolUsageError(f"{name} cannot run here: {entry.unavailable}")
     if value:
         entry = dataclasses.replace(entry, python=value)
     if entry.needs_checkout and checkout is not None:
@@ -216,7 +215,7 @@ def setup_implementations(
             impl = dataclasses.replace(impl, paths=(str(runtime),))
         if impl.needs_checkout and not impl.paths:
             if bundle is None or not bundle.is_file():
-                raise ConfigurationError(
+                raise ToolUsageError(
                     f"{impl.name}: --setup needs the ysz/recursive-llm history: --upstream-bundle FILE "
                     "(a git bundle) or --upstream CHECKOUT"
                 )
@@ -233,7 +232,7 @@ def setup_implementations(
 def _run(argv: list[str], what: str) -> None:
     done = subprocess.run(argv, capture_output=True, text=True, check=False)
     if done.returncode != 0:
-        raise ConfigurationError(f"--setup failed {what}: {(done.stderr or done.stdout).strip()[-800:]}")
+        raise ToolUsageError(f"--setup failed {what}: {(done.stderr or done.stdout).strip()[-800:]}")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -274,8 +273,8 @@ def run_driver_task(
     home.mkdir(exist_ok=True)
     try:
         argv = impl.argv()
-    except ConfigurationError as exc:
-        return TaskOutcome(None, error_type=CANNOT_START, error=f"ConfigurationError: {exc}")
+    except (ConfigurationError, ToolUsageError) as exc:
+        return TaskOutcome(None, error_type=CANNOT_START, error=f"{type(exc).__name__}: {exc}")
     with (log_dir / "stderr.log").open("w", encoding="utf-8") as stderr:
         try:
             proc = subprocess.Popen(

@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from ...errors import ConfigurationError
+from ..tool_errors import ToolUsageError
 
 __all__ = ["ABLATION_CHART", "COST_CHART", "PASS_RATE_CHART", "write_charts"]
 
@@ -24,7 +24,7 @@ def _figure(width: float, height: float) -> Any:
         from matplotlib.backends.backend_agg import FigureCanvasAgg
         from matplotlib.figure import Figure
     except ImportError:
-        raise ConfigurationError(
+        raise ToolUsageError(
             "charts need matplotlib: pip install 'rlm-compat[research]' (or pass --no-charts)"
         ) from None
     figure = Figure(figsize=(width, height), dpi=100, layout="constrained")

@@ -14,6 +14,7 @@ from typing import Any
 from ...config import ISOLATIONS
 from ...errors import ConfigurationError, TrajectoryError
 from ..replay.replay_cli import context_arguments, read_context
+from ..tool_errors import ToolUsageError
 
 __all__ = ["register"]
 
@@ -53,7 +54,7 @@ def _quirks(args: argparse.Namespace) -> int:
             format=args.format,
             progress=progress,
         )
-    except (TrajectoryError, ConfigurationError) as exc:
+    except (TrajectoryError, ConfigurationError, ToolUsageError) as exc:
         print(f"rlm-compat quirks: {exc}", file=sys.stderr)
         return 2
     if sys.stderr.isatty():

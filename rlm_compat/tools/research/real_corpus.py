@@ -33,8 +33,8 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from ...errors import ConfigurationError
 from ...profiles import QUIRKS
+from ..tool_errors import ToolUsageError
 
 __all__ = [
     "CORPUS",
@@ -128,7 +128,7 @@ class Step:
 
 
 def load_corpus(path: Path = CORPUS) -> list[Step]:
-    """The corpus's steps in file order; ConfigurationError for a record without provenance."""
+    """The corpus's steps in file order; ToolUsageError for a record without provenance."""
     steps = []
     for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
         if not line.strip():
@@ -136,7 +136,7 @@ def load_corpus(path: Path = CORPUS) -> list[Step]:
         record = json.loads(line)
         missing = [k for k in REQUIRED if k not in record]
         if missing:
-            raise ConfigurationError(f"{path}: line {number}: a corpus step needs {', '.join(missing)}")
+            raise ToolUsageError(f"{path}: line {number}: a corpus step needs {', '.join(missing)}")
         steps.append(Step(record))
     return steps
 
@@ -508,7 +508,7 @@ def write_chart(record: dict[str, Any], path: Path) -> None:
         from matplotlib.backends.backend_agg import FigureCanvasAgg
         from matplotlib.figure import Figure
     except ImportError:
-        raise ConfigurationError("the chart needs matplotlib: pip install 'rlm-compat[research]'") from None
+        raise ToolUsageError("the chart needs matplotlib: pip install 'rlm-compat[research]'") from None
     impls = list(record["implementations"].items())
     figure = Figure(figsize=(7.5, 0.5 * len(impls) + 1.4), dpi=100, layout="constrained")
     FigureCanvasAgg(figure)

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from ...errors import ConfigurationError
+from ..tool_errors import ToolUsageError
 
 __all__ = ["register"]
 
@@ -58,7 +59,7 @@ def _real_corpus(args: argparse.Namespace) -> int:
         if args.upstream is not None:
             options["checkout"] = args.upstream
         record = measure(steps, [*DEFAULT_IMPLS, *args.impl], quirks=not args.no_quirks, **options)
-    except (ConfigurationError, OSError, ValueError) as exc:
+    except (ConfigurationError, ToolUsageError, OSError, ValueError) as exc:
         print(f"rlm-compat real-corpus: {exc}", file=sys.stderr)
         return 2
     if args.keep_rows:
@@ -83,7 +84,7 @@ def _real_corpus(args: argparse.Namespace) -> int:
         return 0
     try:
         write_chart(record, args.out.with_name(CHART))
-    except ConfigurationError as exc:
+    except ToolUsageError as exc:
         print(f"rlm-compat real-corpus: {exc}", file=sys.stderr)
         return 2
     args.out.write_text(page, encoding="utf-8")

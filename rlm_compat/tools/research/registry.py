@@ -12,7 +12,7 @@ import importlib
 from typing import Any
 
 from ...clients import LLMClient
-from ...errors import ConfigurationError
+from ..tool_errors import ToolUsageError
 from .base import RunSpec, Suite, TaskInstance
 from .grid import SCRIPTED, PolicyFactory
 from .suites import load_suite
@@ -25,16 +25,16 @@ def load_object(reference: str) -> Any:
     """``package.module:attr`` (dotted attr allowed): the object it names."""
     module_name, sep, attr = reference.partition(":")
     if not sep or not module_name or not attr:
-        raise ConfigurationError(f"{reference!r} is not 'package.module:attribute'")
+        raise ToolUsageError(f"{reference!r} is not 'package.module:attribute'")
     try:
         target: Any = importlib.import_module(module_name)
     except ImportError as exc:
-        raise ConfigurationError(f"cannot import {module_name!r} for {reference!r}: {exc}") from None
+        raise ToolUsageError(f"cannot import {module_name!r} for {reference!r}: {exc}") from None
     for part in attr.split("."):
         try:
             target = getattr(target, part)
         except AttributeError:
-            raise ConfigurationError(f"{module_name!r} has no attribute {attr!r}") from None
+            raise ToolUsageError(f"{module_name!r} has no attribute {attr!r}") from None
     return target
 
 
@@ -45,13 +45,13 @@ def resolve_suite(name: str) -> Suite:
         found = load_object(name)
         suite = found() if callable(found) and not isinstance(found, Suite) else found
         if not isinstance(suite, Suite):
-            raise ConfigurationError(f"{name!r} is not a Suite (needs name, version and tasks())")
+            raise ToolUsageError(f"{name!r} is not a Suite (needs name, version and tasks())")
         return suite
     base, star, count = name.partition("*")
     if not star:
         return load_suite(name)
     if not count.isdigit():
-        raise ConfigurationError(f"suite {name!r}: write NAME*SEEDS with a whole number, e.g. 'quick*3'")
+        raise ToolUsageError(f"suite {name!r}: write NAME*SEEDS with a whole number, e.g. 'quick*3'")
     return load_suite(base, seeds=int(count))
 
 
@@ -68,6 +68,6 @@ def resolve_policy(reference: str | None) -> PolicyFactory:
         return default_policy
     factory = load_object(reference)
     if not callable(factory):
-        raise ConfigurationError(f"{reference!r} is not a callable (task, spec) -> client")
+        raise ToolUsageError(f"{reference!r} is not a callable (task, spec) -> client")
     policy: PolicyFactory = factory
     return policy

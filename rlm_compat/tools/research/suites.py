@@ -26,7 +26,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Iterator
 
-from ...errors import ConfigurationError
+from ..tool_errors import ToolUsageError
 from .paper_tasks import PAPER_SIZES
 from .tasks import SIZES, GeneratedTask
 
@@ -46,12 +46,12 @@ class TaskSuite:
         return iter(self.specs)
 
     def task(self, task_id: str) -> GeneratedTask:
-        """The spec with this id; ConfigurationError naming the suite's ids when absent."""
+        """The spec with this id; ToolUsageError naming the suite's ids when absent."""
         for spec in self.specs:
             if spec.task_id == task_id:
                 return spec
         known = ", ".join(s.task_id for s in self.specs[:8]) + (" ..." if len(self.specs) > 8 else "")
-        raise ConfigurationError(f"suite {self.name!r} has no task {task_id!r}; it has {known}")
+        raise ToolUsageError(f"suite {self.name!r} has no task {task_id!r}; it has {known}")
 
 
 OUR_KINDS = ("needle", "aggregate", "multihop", "combine")
@@ -80,9 +80,9 @@ def load_suite(name: str, *, seeds: int = 1) -> TaskSuite:
     repetitions never share a suite name.
     """
     if name not in SUITES:
-        raise ConfigurationError(f"unknown suite {name!r}; choose one of {sorted(SUITES)}")
+        raise ToolUsageError(f"unknown suite {name!r}; choose one of {sorted(SUITES)}")
     if isinstance(seeds, bool) or not isinstance(seeds, int) or seeds < 1:
-        raise ConfigurationError(f"seeds must be an integer >= 1, not {seeds!r}")
+        raise ToolUsageError(f"seeds must be an integer >= 1, not {seeds!r}")
     kinds, labels = SUITES[name]
     specs = tuple(
         GeneratedTask(kind, {**SIZES, **PAPER_SIZES}[label], seed)

@@ -16,7 +16,7 @@ from __future__ import annotations
 import re
 
 from ...clients import LLMClient
-from ...errors import ConfigurationError
+from ..tool_errors import ToolUsageError
 from .base import TaskInstance
 from .corpus import number_words
 from .scripted_policy import Agent, Conversation, Move, PolicyState, ScriptedPolicy, last_marked
@@ -41,9 +41,7 @@ _COUNT_WORDS = {number_words(n): n for n in range(100)}
 def _parse(pattern: str, query: str, kind: str) -> re.Match[str]:
     found = re.search(pattern, query)
     if found is None:
-        raise ConfigurationError(
-            f"the {kind} policy cannot read its parameters from the query {query[:120]!r}"
-        )
+        raise ToolUsageError(f"the {kind} policy cannot read its parameters from the query {query[:120]!r}")
     return found
 
 
@@ -553,7 +551,7 @@ def policy_for(task: TaskInstance, *, variant: int = 0, max_errors: int | None =
     """
     policy = POLICIES.get(task.kind)
     if policy is None:
-        raise ConfigurationError(f"no scripted policy for task kind {task.kind!r}; known: {sorted(POLICIES)}")
+        raise ToolUsageError(f"no scripted policy for task kind {task.kind!r}; known: {sorted(POLICIES)}")
     return policy(task.query, max_errors=max_errors, variant=variant)
 
 

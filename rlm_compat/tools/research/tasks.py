@@ -33,7 +33,7 @@ import random
 import re
 from collections.abc import Callable
 
-from ...errors import ConfigurationError
+from ..tool_errors import ToolUsageError
 from .base import Grader, TaskInstance
 from .corpus import FILLER_WORDS, assemble, below, derive_rng, filler, number_words, pick, sha256_text
 from .graders import ExactInteger, ExactText
@@ -89,7 +89,7 @@ def _parse_size(label: str) -> int:
         return PAPER_SIZES[label]
     match = re.fullmatch(r"([1-9][0-9]*)([km]?)", label.lower())
     if match is None:
-        raise ConfigurationError(f"size {label!r}: write characters as digits with an optional k or m (100k)")
+        raise ToolUsageError(f"size {label!r}: write characters as digits with an optional k or m (100k)")
     return int(match.group(1)) * {"": 1, "k": 1_000, "m": 1_000_000}[match.group(2)]
 
 
@@ -108,13 +108,11 @@ class GeneratedTask:
 
     def __post_init__(self) -> None:
         if self.kind not in KINDS:
-            raise ConfigurationError(f"unknown task kind {self.kind!r}; known kinds: {sorted(KINDS)}")
+            raise ToolUsageError(f"unknown task kind {self.kind!r}; known kinds: {sorted(KINDS)}")
         if isinstance(self.size, bool) or not isinstance(self.size, int) or self.size < MIN_SIZE:
-            raise ConfigurationError(
-                f"task size must be an integer >= {MIN_SIZE} characters, not {self.size!r}"
-            )
+            raise ToolUsageError(f"task size must be an integer >= {MIN_SIZE} characters, not {self.size!r}")
         if isinstance(self.seed, bool) or not isinstance(self.seed, int) or self.seed < 0:
-            raise ConfigurationError(f"task seed must be an integer >= 0, not {self.seed!r}")
+            raise ToolUsageError(f"task seed must be an integer >= 0, not {self.seed!r}")
         object.__setattr__(self, "task_id", f"{self.kind}-{size_label(self.size)}-s{self.seed}")
 
     @property
@@ -136,9 +134,7 @@ def task_from_id(task_id: str) -> GeneratedTask:
     """The spec a task id names: ``needle-100k-s0`` -> GeneratedTask("needle", 100_000, 0)."""
     match = re.fullmatch(r"([a-z]+)-(2\^[0-9]+t|[0-9]+[km]?)-s([0-9]+)", task_id)
     if match is None:
-        raise ConfigurationError(
-            f"task id {task_id!r} is not of the form <kind>-<size>-s<seed> (needle-100k-s0)"
-        )
+        raise ToolUsageError(f"task id {task_id!r} is not of the form <kind>-<size>-s<seed> (needle-100k-s0)")
     return GeneratedTask(match.group(1), _parse_size(match.group(2)), int(match.group(3)))
 
 

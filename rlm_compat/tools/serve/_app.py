@@ -28,8 +28,8 @@ from typing import Any, TypeVar
 from aiohttp import web
 
 from ...environments import EnvironmentAccessError, LocalExecutionEnvironment
-from ...errors import ConfigurationError
 from ...events import TrajectoryEvent
+from ..tool_errors import ToolUsageError
 from ._models import ModelRegistry, ModelSpec
 from ._protocol import (
     ApiError,
@@ -72,9 +72,7 @@ class ServerConfig:
             return None
         value = os.environ.get(self.api_key_env)
         if not value:
-            raise ConfigurationError(
-                f"--api-key-env {self.api_key_env}: that environment variable is not set"
-            )
+            raise ToolUsageError(f"--api-key-env {self.api_key_env}: that environment variable is not set")
         return value
 
 

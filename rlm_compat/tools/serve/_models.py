@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from ...config import ISOLATIONS
-from ...errors import ConfigurationError
+from ..tool_errors import ToolUsageError
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -59,22 +59,22 @@ class ModelSpec:
 
     def __post_init__(self) -> None:
         if self.client not in CLIENTS:
-            raise ConfigurationError(
+            raise ToolUsageError(
                 f"model {self.name!r}: client must be one of {', '.join(CLIENTS)}, not {self.client!r}"
             )
         for name in ("name", "model"):
             value = getattr(self, name)
             if not isinstance(value, str) or not value:
-                raise ConfigurationError(f"model {self.name!r}: {name} must be a non-empty string")
+                raise ToolUsageError(f"model {self.name!r}: {name} must be a non-empty string")
         if self.isolation is not None and self.isolation not in ISOLATIONS:
-            raise ConfigurationError(
+            raise ToolUsageError(
                 f"model {self.name!r}: isolation must be one of {', '.join(ISOLATIONS)}, "
                 f"not {self.isolation!r}"
             )
         for name, least in (("max_iterations", 1), ("max_depth", 0), ("max_retries", 0)):
             value = getattr(self, name)
             if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < least):
-                raise ConfigurationError(f"model {self.name!r}: {name} must be an integer >= {least}")
+                raise ToolUsageError(f"model {self.name!r}: {name} must be an integer >= {least}")
 
     def api_key(self) -> str | None:
         """The provider key from ``api_key_env`` (an unset variable is a configuration error)."""
@@ -82,7 +82,7 @@ class ModelSpec:
             return None
         value = os.environ.get(self.api_key_env)
         if not value:
-            raise ConfigurationError(
+            raise ToolUsageError(
                 f"model {self.name!r}: environment variable {self.api_key_env} (its provider key) is not set"
             )
         return value
@@ -124,9 +124,9 @@ class ModelRegistry:
         self._roots = list(dict.fromkeys(roots))
         self._allow = list(allow)
         if (self._roots or self._allow) and template is None:
-            raise ConfigurationError("rlm: models need a template spec (the server's defaults)")
+            raise ToolUsageError("rlm: models need a template spec (the server's defaults)")
         if not self._named and not self._roots and not self._allow:
-            raise ConfigurationError(
+            raise ToolUsageError(
                 "no models to serve: give --model LITELLM_MODEL (served as rlm:LITELLM_MODEL) or a "
                 "--config file with [models.NAME] tables"
             )
@@ -137,7 +137,7 @@ class ModelRegistry:
         try:
             data = tomllib.loads(Path(path).read_text(encoding="utf-8"))
         except (OSError, tomllib.TOMLDecodeError) as exc:
-            raise ConfigurationError(f"model config {path}: {exc}") from None
+            raise ToolUsageError(f"model config {path}: {exc}") from None
         return cls(specs_from_mapping(data, str(path)), **kwargs)
 
     def names(self) -> list[str]:
@@ -172,25 +172,25 @@ def specs_from_mapping(data: Mapping[str, Any], where: str) -> list[ModelSpec]:
     """``{"models": {NAME: {...}}}`` checked into specs; unknown keys are named."""
     unknown_top = set(data) - {"models"}
     if unknown_top:
-        raise ConfigurationError(
+        raise ToolUsageError(
             f"{where}: unknown top-level key(s) {sorted(unknown_top)}; expected [models.NAME]"
         )
     models = data.get("models", {})
     if not isinstance(models, dict) or not models:
-        raise ConfigurationError(f"{where}: needs at least one [models.NAME] table")
+        raise ToolUsageError(f"{where}: needs at least one [models.NAME] table")
     specs = []
     for name, table in models.items():
         if not isinstance(table, dict):
-            raise ConfigurationError(f"{where}: models.{name} must be a table")
+            raise ToolUsageError(f"{where}: models.{name} must be a table")
         unknown = set(table) - _SPEC_KEYS
         if unknown:
-            raise ConfigurationError(
+            raise ToolUsageError(
                 f"{where}: models.{name} has unknown key(s) {sorted(unknown)}; known: {sorted(_SPEC_KEYS)}"
             )
         if "model" not in table:
-            raise ConfigurationError(f"{where}: models.{name} needs model = '<litellm model>'")
+            raise ToolUsageError(f"{where}: models.{name} needs model = '<litellm model>'")
         try:
             specs.append(ModelSpec(name=name, **table))
         except TypeError as exc:
-            raise ConfigurationError(f"{where}: models.{name}: {exc}") from None
+            raise ToolUsageError(f"{where}: models.{name}: {exc}") from None
     return specs

@@ -18,6 +18,7 @@ from ...errors import (
     MaxDepthError,
     MaxIterationsError,
 )
+from ..tool_errors import ToolUsageError
 
 __all__ = [
     "ApiError",
@@ -55,15 +56,15 @@ class ServeLimits:
         for name in ("max_body_bytes", "max_context_chars", "max_concurrent"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ConfigurationError(f"{name} must be an integer >= 1, not {value!r}")
+                raise ToolUsageError(f"{name} must be an integer >= 1, not {value!r}")
         if isinstance(self.max_queue, bool) or not isinstance(self.max_queue, int) or self.max_queue < 0:
-            raise ConfigurationError(f"max_queue must be an integer >= 0, not {self.max_queue!r}")
+            raise ToolUsageError(f"max_queue must be an integer >= 0, not {self.max_queue!r}")
         for name in ("max_calls", "max_tokens", "max_cost_usd", "max_seconds", "queue_timeout"):
             value = getattr(self, name)
             if value is not None and (
                 isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0
             ):
-                raise ConfigurationError(f"{name} must be a positive number, not {value!r}")
+                raise ToolUsageError(f"{name} must be a positive number, not {value!r}")
 
 
 _PER_RUN = {
@@ -249,7 +250,11 @@ def error_for_failure(exc: BaseException | None, error_type: str, message: str) 
         return ApiError(422, message, type="rlm_error", code="max_iterations", retry=False)
     if isinstance(exc, MaxDepthError) or error_type == "MaxDepthError":
         return ApiError(422, message, type="rlm_error", code="max_depth", retry=False)
-    if isinstance(exc, ConfigurationError) or error_type in ("ConfigurationError", "UnsupportedOptionError"):
+    if isinstance(exc, (ConfigurationError, ToolUsageError)) or error_type in (
+        "ConfigurationError",
+        "UnsupportedOptionError",
+        "ToolUsageError",
+    ):
         return ApiError(400, message, code="bad_configuration", retry=False)
     if error_type in _PROVIDER_STATUS:
         status, code = _PROVIDER_STATUS[error_type]

@@ -12,6 +12,7 @@ from typing import Any
 
 from ...config import ISOLATIONS
 from ...errors import ConfigurationError
+from ..tool_errors import ToolUsageError
 from ._models import CLIENTS, ModelRegistry, ModelSpec
 from ._protocol import ServeLimits
 
@@ -98,7 +99,7 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
 
 
 def build_config(args: argparse.Namespace) -> Any:
-    """The ServerConfig the flags describe (ConfigurationError for a bad combination)."""
+    """The ServerConfig the flags describe (ToolUsageError for a bad combination)."""
     from ._app import ServerConfig
 
     template = ModelSpec(
@@ -148,7 +149,7 @@ def serve_command(args: argparse.Namespace) -> int:
         return 2
     try:
         config = build_config(args)
-    except ConfigurationError as exc:
+    except (ConfigurationError, ToolUsageError) as exc:
         print(f"rlm-compat serve: {exc}", file=sys.stderr)
         return 2
     from ..._lazy import ensure_offline_litellm
@@ -156,7 +157,7 @@ def serve_command(args: argparse.Namespace) -> int:
     ensure_offline_litellm()
     try:
         asyncio.run(_serve(config, args.host, args.port, args.log_level))
-    except ConfigurationError as exc:
+    except (ConfigurationError, ToolUsageError) as exc:
         print(f"rlm-compat serve: {exc}", file=sys.stderr)
         return 2
     except OSError as exc:

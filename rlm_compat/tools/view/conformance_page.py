@@ -28,15 +28,15 @@ def _pretty(value: Any) -> str:
 
 def _fixture_root(stated: str, *, reference: bool = False) -> Path | None:
     """Where one oracle's recordings are: the directory the results name, else the shipped one."""
-    from ...errors import RLMError
     from ..conformance.fixtures import default_fixtures_dir
     from ..conformance.oracle import default_reference_dir
+    from ..tool_errors import ToolError
 
     if stated and Path(stated).is_dir():
         return Path(stated)
     try:
         return default_reference_dir() if reference else default_fixtures_dir()
-    except (RLMError, OSError):
+    except (ToolError, OSError):
         return None
 
 

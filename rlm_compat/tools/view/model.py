@@ -15,7 +15,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from ...errors import ConfigurationError
+from ..tool_errors import ToolUsageError
 
 __all__ = [
     "CallInfo",
@@ -34,11 +34,11 @@ __all__ = [
 ]
 
 
-class ViewInputError(ConfigurationError):
+class ViewInputError(ToolUsageError):
     """A file given to ``rlm-compat view`` cannot be read as what it claims to be."""
 
 
-class ViewMissingError(ConfigurationError):
+class ViewMissingError(ToolUsageError):
     """The ``view`` extra (Jinja2, Pygments) is not installed."""
 
 
