@@ -11,6 +11,7 @@ from rlm_compat.config import Limits, WorkerResourceLimits
 from rlm_compat.errors import ConfigurationError, REPLError, UnsupportedOptionError
 from rlm_compat.repl import REPLExecutor as BaseExecutor
 from rlm_compat.repl_v050 import REPLExecutor, _worker_main
+from rlm_compat.tools import ToolUsageError
 from rlm_compat.tools.cli import main
 from rlm_compat.tools.dropin_tests import (
     RELEASES,
@@ -154,7 +155,7 @@ def test_junit_outcomes_and_report(tmp_path: Path) -> None:
 
 def test_unknown_release_is_refused() -> None:
     assert "0.5.0" in RELEASES
-    with pytest.raises(ConfigurationError, match="known"):
+    with pytest.raises(ToolUsageError, match="known"):
         run_release_tests("0.4.0")
 
 
