@@ -20,8 +20,8 @@ import time
 
 from rlm_compat import RLM
 from rlm_compat.record import CompletionResult
-from rlm_compat.research.policies import policy_for
-from rlm_compat.research.tasks import KINDS, SIZES, GeneratedTask, _build, task_from_id
+from rlm_compat.tools.research.task_policies import policy_for
+from rlm_compat.tools.research.tasks import KINDS, SIZES, GeneratedTask, _build, task_from_id
 
 
 def _generation(repeat: int) -> None:

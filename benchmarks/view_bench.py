@@ -30,7 +30,7 @@ sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
 import view_data  # noqa: E402  (tests/ holds the trajectory generator the tests use too)
 
-from rlm_compat.view import write_view  # noqa: E402
+from rlm_compat.tools.view import write_view  # noqa: E402
 
 OPEN_TARGET = 2.0
 

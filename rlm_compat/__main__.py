@@ -1,5 +1,5 @@
 """``python -m rlm_compat`` is ``rlm-compat``."""
 
-from .cli import main
+from .tools.cli import main
 
 raise SystemExit(main())

@@ -29,7 +29,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from rlm_compat.record.foreign import from_dspy, from_rlms  # noqa: E402
+from rlm_compat.tools.replay.foreign import from_dspy, from_rlms  # noqa: E402
 
 SOURCES = ROOT / "real_corpus" / "SOURCES.json"
 

@@ -16,7 +16,7 @@ import re
 from typing import Any
 
 from rlm_compat.clients import ScriptedClient
-from rlm_compat.research.base import Grade, RunSpec, TaskInstance
+from rlm_compat.tools.research.base import Grade, RunSpec, TaskInstance
 
 WORDS = ("alpha", "bravo", "delta", "echo", "golf", "hotel", "kilo", "lima", "oscar", "tango")
 

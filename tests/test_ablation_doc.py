@@ -11,10 +11,10 @@ import json
 from pathlib import Path
 from typing import Any
 
-from rlm_compat.research.base import RunRecord
-from rlm_compat.research.grid import expand_configs
-from rlm_compat.research.suites import load_suite
-from rlm_compat.research.tables import markdown, summarize
+from rlm_compat.tools.research.base import RunRecord
+from rlm_compat.tools.research.grid import expand_configs
+from rlm_compat.tools.research.suites import load_suite
+from rlm_compat.tools.research.tables import markdown, summarize
 
 ROOT = Path(__file__).resolve().parent.parent
 ABLATION = ROOT / "docs" / "research" / "ablation"

@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 
 from rlm_compat import __version__
-from rlm_compat.cli import main
 from rlm_compat.profiles import QUIRKS, UPSTREAM_OFF
 from rlm_compat.testing import ScriptedChatServer
+from rlm_compat.tools.cli import main
 
 ServerFactory = Callable[..., ScriptedChatServer]
 

@@ -9,17 +9,18 @@ from typing import Any
 import compare_suite
 import pytest
 
-from rlm_compat.cli import main
 from rlm_compat.clients import ScriptedClient
 from rlm_compat.errors import ConfigurationError
 from rlm_compat.profiles import QUIRKS, Profile
 from rlm_compat.record import read_trajectory
-from rlm_compat.research.base import Grade, RunRecord, RunSpec, TaskInstance
-from rlm_compat.research.compare import run_grid
-from rlm_compat.research.executors import LocalExecutor, RayExecutor, executor_from_spec
-from rlm_compat.research.grid import GridError, GridJob, RunLog, expand_configs, plan, trajectory_name
-from rlm_compat.research.registry import resolve_suite
-from rlm_compat.research.tables import markdown, summarize
+from rlm_compat.tools import ToolUsageError
+from rlm_compat.tools.cli import main
+from rlm_compat.tools.research.base import Grade, RunRecord, RunSpec, TaskInstance
+from rlm_compat.tools.research.comparison import run_grid
+from rlm_compat.tools.research.executors import LocalExecutor, RayExecutor, executor_from_spec
+from rlm_compat.tools.research.grid import GridError, GridJob, RunLog, expand_configs, plan, trajectory_name
+from rlm_compat.tools.research.registry import resolve_suite
+from rlm_compat.tools.research.tables import markdown, summarize
 
 SUITE = "compare_suite:needle_suite"
 POLICY = "compare_suite:policy"
@@ -249,7 +250,7 @@ def test_ablation_configs_cover_every_upstream_quirk_both_ways() -> None:
     assert len(configs) == len(set(configs)) == 2 + 2 * len(on_in_upstream)
     with pytest.raises(ConfigurationError, match="known switches"):
         expand_configs(["upstream-without:no_such_quirk"])
-    with pytest.raises(ConfigurationError, match="at least one --config"):
+    with pytest.raises(ToolUsageError, match="at least one --config"):
         expand_configs([])
 
 
@@ -301,17 +302,17 @@ def test_trajectory_names_are_safe_and_unique() -> None:
 def test_bad_invocations_are_clear_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["compare", "--suite", "no_such_module:x", "--config", "fixed", "--out", str(tmp_path)]) == 1
     assert "cannot import 'no_such_module'" in capsys.readouterr().err
-    with pytest.raises(ConfigurationError, match="executor"):
+    with pytest.raises(ToolUsageError, match="executor"):
         executor_from_spec("dask")
-    with pytest.raises(ConfigurationError, match="concurrency"):
+    with pytest.raises(ToolUsageError, match="concurrency"):
         LocalExecutor(0)
-    with pytest.raises(ConfigurationError, match="not a Suite"):
+    with pytest.raises(ToolUsageError, match="not a Suite"):
         resolve_suite("compare_suite:WORDS")
-    with pytest.raises(ConfigurationError, match="runs must be"):
+    with pytest.raises(ToolUsageError, match="runs must be"):
         plan(compare_suite.needle_suite(), ["fixed"], "scripted", 0)
-    with pytest.raises(ConfigurationError, match="has no tasks"):
+    with pytest.raises(ToolUsageError, match="has no tasks"):
         plan(compare_suite.NeedleSuite(sizes=()), ["fixed"], "scripted", 1)
-    with pytest.raises(ConfigurationError, match=r"repeats task ids \['needle-2000-s0'\]"):
+    with pytest.raises(ToolUsageError, match=r"repeats task ids \['needle-2000-s0'\]"):
         plan(compare_suite.NeedleSuite(sizes=(2000,), seeds=(0, 0)), ["fixed"], "scripted", 1)
 
 

@@ -22,15 +22,15 @@ from typing import Any
 import jsonschema
 import pytest
 
-from rlm_compat.cli import main
-from rlm_compat.conformance.driver import Backend, Driver, ProtocolViolation
-from rlm_compat.conformance.protocol import SCHEMA_PATH
-from rlm_compat.research.base import RunRecord
-from rlm_compat.research.impls import hello_message, task_message
-from rlm_compat.research.paper_tasks import PAPER_SIZES
-from rlm_compat.research.suites import TaskSuite
-from rlm_compat.research.tasks import GeneratedTask, task_from_id
-from rlm_compat.view.compare import write_compare
+from rlm_compat.tools.cli import main
+from rlm_compat.tools.conformance.driver import Backend, Driver, ProtocolViolation
+from rlm_compat.tools.conformance.protocol import SCHEMA_PATH
+from rlm_compat.tools.research.base import RunRecord
+from rlm_compat.tools.research.impls import hello_message, task_message
+from rlm_compat.tools.research.paper_tasks import PAPER_SIZES
+from rlm_compat.tools.research.suites import TaskSuite
+from rlm_compat.tools.research.tasks import GeneratedTask, task_from_id
+from rlm_compat.tools.view.comparison_page import write_compare
 
 MINI = textwrap.dedent(
     """
@@ -315,8 +315,8 @@ def _dspy_messages(query: str, context_size: int, steps: list[tuple[str, str]]) 
 
 
 def test_the_policy_writes_each_implementations_dialect() -> None:
-    from rlm_compat.research.policies import policy_for
-    from rlm_compat.research.policy import read_conversation
+    from rlm_compat.tools.research.scripted_policy import read_conversation
+    from rlm_compat.tools.research.task_policies import policy_for
 
     task = GeneratedTask("sniah", PAPER_SIZES["2^13t"]).build()
     policy = policy_for(task)

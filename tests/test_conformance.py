@@ -26,13 +26,13 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule, run_state_machine_as_test
 from upstream_checkout import missing
 
-from rlm_compat.conformance import compare
-from rlm_compat.conformance.adapters import ProfileAdapter
-from rlm_compat.conformance.deviations import PROFILE_KINDS
-from rlm_compat.conformance.fixtures import FixtureSet, read_jsonl
-from rlm_compat.conformance.protocol import DriverProcess
-from rlm_compat.conformance.recorder import Checkout
-from rlm_compat.conformance.runner import run_conformance
+from rlm_compat.tools.conformance import result_diff as compare
+from rlm_compat.tools.conformance.adapters import ProfileAdapter
+from rlm_compat.tools.conformance.deviations import PROFILE_KINDS
+from rlm_compat.tools.conformance.fixtures import FixtureSet, read_jsonl
+from rlm_compat.tools.conformance.protocol import DriverProcess
+from rlm_compat.tools.conformance.recorder import Checkout
+from rlm_compat.tools.conformance.suite_runner import run_conformance
 
 PYTHON = ".".join(platform.python_version().split(".")[:2])
 
@@ -336,7 +336,7 @@ def test_random_step_sequences_match_upstream(upstream_driver: DriverProcess) ->
             assert "result" in got, got
             difference = compare.compare("repl", reply["result"], got["result"])
             assert difference is None, (
-                f"{difference}\nadd this to rlm_compat/conformance/inputs/repl/stateful.toml:\n"
+                f"{difference}\nadd this to rlm_compat/tools/conformance/inputs/repl/stateful.toml:\n"
                 + _case_toml(self.steps)
             )
 

@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from rlm_compat.conformance.protocol import DriverProcess
+from rlm_compat.tools.conformance.protocol import DriverProcess
 
 _FILES = {
     "__init__.py": "from .core import RLM\n",

@@ -14,9 +14,9 @@ from jsonschema import Draft202012Validator
 from referencing import Registry, Resource
 from upstream_checkout import missing
 
-from rlm_compat.conformance import inputs
-from rlm_compat.conformance.deviations import Registry as Deviations
-from rlm_compat.conformance.fixtures import (
+from rlm_compat.tools.conformance import inputs
+from rlm_compat.tools.conformance.deviations import Registry as Deviations
+from rlm_compat.tools.conformance.fixtures import (
     DEVIATIONS,
     PROVENANCE,
     FixtureSet,
@@ -24,7 +24,7 @@ from rlm_compat.conformance.fixtures import (
     read_jsonl,
     sha256_file,
 )
-from rlm_compat.conformance.recorder import Checkout, recorder_hashes, verify_provenance
+from rlm_compat.tools.conformance.recorder import Checkout, recorder_hashes, verify_provenance
 
 if sys.version_info >= (3, 11):
     import tomllib

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from rlm_compat.conformance import inputs
-from rlm_compat.conformance.fixtures import FixtureSet, write_jsonl
-from rlm_compat.conformance.recorder import diff_dirs
+from rlm_compat.tools.conformance import inputs
+from rlm_compat.tools.conformance.fixtures import FixtureSet, write_jsonl
+from rlm_compat.tools.conformance.recorder import diff_dirs
 
 
 def _write(root: Path, kind: str, text: str) -> Path:

@@ -21,12 +21,14 @@ from typing import Any
 import jsonschema
 import pytest
 
-from rlm_compat.cli import main
-from rlm_compat.conformance.adapters import ProfileBackend
-from rlm_compat.conformance.driver import BACKENDS, Driver
-from rlm_compat.conformance.fixtures import FixtureSet, read_jsonl, write_jsonl
-from rlm_compat.conformance.implementations import REGISTRY, make_adapter, parse_impl
-from rlm_compat.conformance.protocol import (
+from rlm_compat.profiles import Profile
+from rlm_compat.tools import ToolUsageError
+from rlm_compat.tools.cli import main
+from rlm_compat.tools.conformance.adapters import ProfileBackend
+from rlm_compat.tools.conformance.driver import BACKENDS, Driver
+from rlm_compat.tools.conformance.fixtures import FixtureSet, read_jsonl, write_jsonl
+from rlm_compat.tools.conformance.implementations import REGISTRY, make_adapter, parse_impl
+from rlm_compat.tools.conformance.protocol import (
     SCHEMA_PATH,
     Connection,
     DriverError,
@@ -35,9 +37,7 @@ from rlm_compat.conformance.protocol import (
     ProtocolError,
     Session,
 )
-from rlm_compat.conformance.runner import run_conformance
-from rlm_compat.errors import ConfigurationError
-from rlm_compat.profiles import Profile
+from rlm_compat.tools.conformance.suite_runner import run_conformance
 
 ROOT = Path(__file__).resolve().parents[1]
 SCHEMA = json.loads(SCHEMA_PATH.read_text(encoding="utf-8"))
@@ -158,11 +158,11 @@ def test_registry_entries_start_what_exists() -> None:
             assert entry.backend in BACKENDS, entry.name
         assert not any(re.search(r"(^|\s)/(work|home|root|tmp)/", line) for line in entry.setup)
     dspy = REGISTRY["dspy-rlm"]
-    with pytest.raises(ConfigurationError, match="not available: no case entry point"):
+    with pytest.raises(ToolUsageError, match="not available: no case entry point"):
         dspy.adapter("python3")
     entry, target = parse_impl("mine=python3 -u adapter.py --flag 'a b'")
     assert entry.command == ("python3", "-u", "adapter.py", "--flag", "a b") and target is None
-    with pytest.raises(ConfigurationError, match="NAME=COMMAND"):
+    with pytest.raises(ToolUsageError, match="NAME=COMMAND"):
         parse_impl("not-registered")
 
 

@@ -9,15 +9,15 @@ from typing import Any
 
 import pytest
 
-from rlm_compat.cli import main
-from rlm_compat.conformance import compare
-from rlm_compat.conformance.adapters import ProfileAdapter
-from rlm_compat.conformance.deviations import DeviationError, Registry
-from rlm_compat.conformance.fixtures import FixtureSet, write_jsonl
-from rlm_compat.conformance.implementations import make_adapter
-from rlm_compat.conformance.report import render_json, render_markdown, render_summary
-from rlm_compat.conformance.runner import Progress, run_conformance
-from rlm_compat.errors import ConfigurationError
+from rlm_compat.tools import ToolUsageError
+from rlm_compat.tools.cli import main
+from rlm_compat.tools.conformance import result_diff as compare
+from rlm_compat.tools.conformance.adapters import ProfileAdapter
+from rlm_compat.tools.conformance.deviations import DeviationError, Registry
+from rlm_compat.tools.conformance.fixtures import FixtureSet, write_jsonl
+from rlm_compat.tools.conformance.implementations import make_adapter
+from rlm_compat.tools.conformance.report import render_json, render_markdown, render_summary
+from rlm_compat.tools.conformance.suite_runner import Progress, run_conformance
 
 REASON = "a sentence long enough to tell a reader why this differs"
 
@@ -269,11 +269,11 @@ def test_progress_bar_draws_only_when_enabled() -> None:
 
 
 def test_unknown_implementation_and_missing_python_are_clear_errors() -> None:
-    with pytest.raises(ConfigurationError, match="unknown implementation"):
+    with pytest.raises(ToolUsageError, match="unknown implementation"):
         make_adapter("nope")
-    with pytest.raises(ConfigurationError, match="own venv"):
+    with pytest.raises(ToolUsageError, match="own venv"):
         make_adapter("rlms-0.1.1")
-    with pytest.raises(ConfigurationError, match="needs the checkout"):
+    with pytest.raises(ToolUsageError, match="needs the checkout"):
         make_adapter("ysz-2fb46cc", python="python3")
 
 
@@ -319,13 +319,13 @@ def test_a_named_implementation_that_cannot_start_fails_the_run(
 
 
 def test_attribution_names_the_switch_behind_a_fixed_difference(tmp_path: Path) -> None:
-    from rlm_compat.conformance.attribution import (
+    from rlm_compat.profiles import QUIRKS
+    from rlm_compat.tools.conformance.attribution import (
         Attribution,
         attribute_fixed,
         render_suggestions,
         switch_documentation,
     )
-    from rlm_compat.profiles import QUIRKS
 
     assert set(switch_documentation()) == set(QUIRKS)
     case = {"id": "repl.syn.inplace", "topic": "syn", "steps": ["x = 1\nx += 1", "y = 2\ny"]}

@@ -1,4 +1,4 @@
-"""Tagged JSON (rlm_compat/conformance/values.py): round trips, determinism, bounds."""
+"""Tagged JSON (rlm_compat/tools/conformance/values.py): round trips, determinism, bounds."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from rlm_compat.conformance import values
+from rlm_compat.tools.conformance import values
 
 scalars = (
     st.none()

@@ -16,7 +16,7 @@ from xml.etree import ElementTree
 
 import pytest
 
-from rlm_compat.dropin_tests import run_upstream_tests
+from rlm_compat.tools.dropin_tests import run_upstream_tests
 
 UPSTREAM = os.environ.get("RLM_COMPAT_UPSTREAM")
 pytestmark = pytest.mark.skipif(

@@ -1,7 +1,7 @@
 """recursive-llm 0.5.0's own test suite against rlm_compat (needs the package registry).
 
 Set RLM_COMPAT_RELEASE_TESTS=0.5.0 to run it: the sdist is downloaded with pip into a temporary
-directory. Acceptance: every test outside rlm_compat/dropin_out_of_scope.toml passes with the 0.5
+directory. Acceptance: every test outside rlm_compat/tools/dropin_out_of_scope.toml passes with the 0.5
 API preset selected (see ``rlm-compat dropin-tests`` for the per-file table and the failing ids).
 """
 
@@ -11,7 +11,7 @@ import os
 
 import pytest
 
-from rlm_compat.dropin_tests import out_of_scope, run_release_tests
+from rlm_compat.tools.dropin_tests import out_of_scope, run_release_tests
 
 VERSION = os.environ.get("RLM_COMPAT_RELEASE_TESTS", "")
 pytestmark = pytest.mark.skipif(

@@ -7,9 +7,13 @@ from pathlib import Path
 import pytest
 
 from rlm_compat import parser_v050 as p050
-from rlm_compat.cli import main
 from rlm_compat.config import Limits, WorkerResourceLimits
-from rlm_compat.dropin_tests import (
+from rlm_compat.errors import ConfigurationError, REPLError, UnsupportedOptionError
+from rlm_compat.repl import REPLExecutor as BaseExecutor
+from rlm_compat.repl_v050 import REPLExecutor, _worker_main
+from rlm_compat.tools import ToolUsageError
+from rlm_compat.tools.cli import main
+from rlm_compat.tools.dropin_tests import (
     RELEASES,
     Outcome,
     SuiteReport,
@@ -18,9 +22,6 @@ from rlm_compat.dropin_tests import (
     run_release_tests,
     whole_files_out_of_scope,
 )
-from rlm_compat.errors import ConfigurationError, REPLError, UnsupportedOptionError
-from rlm_compat.repl import REPLExecutor as BaseExecutor
-from rlm_compat.repl_v050 import REPLExecutor, _worker_main
 
 
 @pytest.mark.parametrize(
@@ -154,7 +155,7 @@ def test_junit_outcomes_and_report(tmp_path: Path) -> None:
 
 def test_unknown_release_is_refused() -> None:
     assert "0.5.0" in RELEASES
-    with pytest.raises(ConfigurationError, match="known"):
+    with pytest.raises(ToolUsageError, match="known"):
         run_release_tests("0.4.0")
 
 
@@ -218,7 +219,7 @@ def _fake_release(root: Path, body: str) -> Path:
 
 
 def test_release_prompt_comparison_finds_the_first_difference(tmp_path: Path) -> None:
-    from rlm_compat.dropin_tests import PROMPT_GRID, compare_release_prompt
+    from rlm_compat.tools.dropin_tests import PROMPT_GRID, compare_release_prompt
 
     same = _fake_release(
         tmp_path / "same",

@@ -14,8 +14,8 @@ import sys
 
 import pytest
 
-from rlm_compat.escape_assumed import CORPUS, Program, parse_programs, run_programs
 from rlm_compat.sandbox.isolate import hardening
+from rlm_compat.tools.escape_assumed import CORPUS, Program, parse_programs, run_programs
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Linux hardening")
 
@@ -160,7 +160,7 @@ def test_the_run_record_names_the_active_layers(monkeypatch: pytest.MonkeyPatch)
 
 
 def test_doctor_lists_the_layers(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
-    from rlm_compat.cli import main
+    from rlm_compat.tools.cli import main
 
     monkeypatch.setenv(hardening.DISABLE_ENV, "landlock-net")
     assert main(["doctor"]) == 0

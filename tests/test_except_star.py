@@ -13,10 +13,10 @@ import sys
 import pytest
 
 from rlm_compat import REPLExecutor
-from rlm_compat.conformance import oracle
 from rlm_compat.errors import REPLSecurityError
 from rlm_compat.sandbox.restrict import transformer
 from rlm_compat.sandbox.restrict.cpython_bugs import except_star_is_safe
+from rlm_compat.tools.conformance import oracle
 
 POC = """
 class Evil(BaseExceptionGroup):

@@ -16,8 +16,8 @@ from typing import Any
 
 import pytest
 
-from rlm_compat.conformance.adapters import ProfileAdapter
-from rlm_compat.conformance.fixtures import FixtureSet, read_jsonl
+from rlm_compat.tools.conformance.adapters import ProfileAdapter
+from rlm_compat.tools.conformance.fixtures import FixtureSet, read_jsonl
 
 # once_per_ci: what differs between the two isolations is the transport, the same code on every
 # Python; test_conformance.py runs every fixture in process mode (each profile's default) against

@@ -12,8 +12,8 @@ from pathlib import Path
 from parser_model import model_extract_final, model_extract_final_var, model_is_final
 
 from rlm_compat import parser
-from rlm_compat.conformance import parser_cases
-from rlm_compat.conformance.parser_cases import (
+from rlm_compat.tools.conformance import parser_cases
+from rlm_compat.tools.conformance.parser_cases import (
     EDGE_CASES,
     all_parser_cases,
     edge_cases,
@@ -46,7 +46,7 @@ def test_generation_is_deterministic_and_prefix_stable() -> None:
 def test_same_corpus_in_another_interpreter_process() -> None:
     """Hash randomisation and interpreter state must not leak into the cases."""
     code = (
-        "import hashlib, json; from rlm_compat.conformance.parser_cases import "
+        "import hashlib, json; from rlm_compat.tools.conformance.parser_cases import "
         "generate_parser_cases as g; print(hashlib.sha256(json.dumps(g(), ensure_ascii=True, "
         "sort_keys=True, separators=(',', ':')).encode()).hexdigest())"
     )

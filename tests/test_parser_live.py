@@ -20,7 +20,7 @@ from parser_model import final_heavy_text, model_parse_response, text_and_env
 from upstream_checkout import missing
 
 from rlm_compat import parser
-from rlm_compat.conformance.parser_cases import all_parser_cases
+from rlm_compat.tools.conformance.parser_cases import all_parser_cases
 
 pytestmark = pytest.mark.upstream
 

@@ -23,7 +23,7 @@ from parser_model import (
 )
 
 from rlm_compat import parser
-from rlm_compat.conformance import values
+from rlm_compat.tools.conformance import values
 
 _MANY = settings(max_examples=700, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 

@@ -10,11 +10,11 @@ from typing import Any
 import pytest
 
 from rlm_compat import RLM
-from rlm_compat.cli import main
 from rlm_compat.errors import TrajectoryError
 from rlm_compat.profiles import QUIRKS
-from rlm_compat.research.quirks import quirk_table
 from rlm_compat.testing import ScriptedChatServer
+from rlm_compat.tools.cli import main
+from rlm_compat.tools.research.quirks import quirk_table
 
 ServerFactory = Callable[..., ScriptedChatServer]
 DATA = Path(__file__).parent / "data" / "replay"

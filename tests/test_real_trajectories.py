@@ -12,8 +12,8 @@ import json
 import sys
 from pathlib import Path
 
-from rlm_compat.conformance.protocol import DRIVER_PATH
-from rlm_compat.research.real_corpus import (
+from rlm_compat.tools.conformance.protocol import DRIVER_PATH
+from rlm_compat.tools.research.real_corpus import (
     CORPUS,
     REQUIRED,
     corpus_cases,

@@ -17,12 +17,12 @@ from typing import Any
 
 import pytest
 
-from rlm_compat.conformance import inputs, oracle, reference
-from rlm_compat.conformance.adapters import ProfileAdapter
-from rlm_compat.conformance.fixtures import FixtureSet, write_jsonl
-from rlm_compat.conformance.implementations import REGISTRY, make_adapter
-from rlm_compat.conformance.report import render_json, render_markdown, render_summary
-from rlm_compat.conformance.runner import run_conformance
+from rlm_compat.tools.conformance import inputs, oracle, reference
+from rlm_compat.tools.conformance.adapters import ProfileAdapter
+from rlm_compat.tools.conformance.fixtures import FixtureSet, write_jsonl
+from rlm_compat.tools.conformance.implementations import REGISTRY, make_adapter
+from rlm_compat.tools.conformance.report import render_json, render_markdown, render_summary
+from rlm_compat.tools.conformance.suite_runner import run_conformance
 
 ROOT = Path(__file__).resolve().parents[1]
 REF_DIR = ROOT / "reference_fixtures"
@@ -36,7 +36,7 @@ def test_recordings_cover_every_supported_python_and_every_input() -> None:
         assert name in provenance["fixtures"], name
         recorded = oracle.load_reference(REF_DIR, (3, minor))
         assert set(recorded) == ids, (
-            f"{name}: re-record with `python -m rlm_compat.conformance.oracle record`"
+            f"{name}: re-record with `python -m rlm_compat.tools.conformance.oracle record`"
         )
         assert provenance["fixtures"][name]["python"].startswith(f"3.{minor}.")
 

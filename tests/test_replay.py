@@ -17,12 +17,12 @@ from typing import Any
 import pytest
 
 from rlm_compat import RLM
-from rlm_compat.cli import main
 from rlm_compat.errors import TrajectoryError
-from rlm_compat.record.foreign import detect_format, load_run
-from rlm_compat.record.replay import replay
 from rlm_compat.record.steps import RecordedNode, RecordedRun, RecordedStep, RecordedSubcall, from_trajectory
 from rlm_compat.testing import ErrorReply, ScriptedChatServer
+from rlm_compat.tools.cli import main
+from rlm_compat.tools.replay.foreign import detect_format, load_run
+from rlm_compat.tools.replay.replayer import replay
 
 ServerFactory = Callable[..., ScriptedChatServer]
 DATA = Path(__file__).parent / "data" / "replay"
@@ -476,7 +476,7 @@ def test_a_closed_pipe_ends_the_output_quietly() -> None:
             [
                 sys.executable,
                 "-c",
-                "import sys; from rlm_compat.cli import main; sys.exit(main())",
+                "import sys; from rlm_compat.tools.cli import main; sys.exit(main())",
                 "replay",
                 str(DATA / "rlms_run.jsonl"),
                 "--all",

@@ -21,9 +21,9 @@ from typing import Any
 
 import pytest
 
-from rlm_compat.record.foreign import detect_format, load_run
-from rlm_compat.record.replay import replay
 from rlm_compat.testing import ScriptedChatServer
+from rlm_compat.tools.replay.foreign import detect_format, load_run
+from rlm_compat.tools.replay.replayer import replay
 
 ServerFactory = Callable[..., ScriptedChatServer]
 
@@ -74,7 +74,7 @@ def test_newer_rlms_lines_are_understood_or_skipped_with_a_notice(tmp_path: Path
 
 
 def test_replay_cli_prints_the_notices_and_a_verdict(capsys: pytest.CaptureFixture[str]) -> None:
-    from rlm_compat.cli import main
+    from rlm_compat.tools.cli import main
 
     status = main(
         ["replay", str(REAL / "dspy_jameshwade_dspy-rlm-run-3.json"), "--no-context", "--isolation", "inline"]

@@ -3,7 +3,7 @@
 The doc is rendered from a JSON record (``rlm-compat baseline``). Without upstream, these tests
 re-run every snippet on rlm_compat's two profiles and compare with the record, re-render the
 Markdown and compare with the checked-in file, and check that the snippets in the record are the
-ones in ``rlm_compat/research/baseline_facts.py``. A failure means: regenerate with the doc's
+ones in ``rlm_compat/tools/research/baseline_facts.py``. A failure means: regenerate with the doc's
 "Reproduce" command (``--render-only`` suffices when only the fixtures or the rendering changed;
 a change of rlm_compat's behaviour or of a snippet needs the full run).
 """
@@ -19,9 +19,9 @@ from typing import Any
 
 import pytest
 
-from rlm_compat.cli import main
-from rlm_compat.conformance.fixtures import default_fixtures_dir
-from rlm_compat.research.baseline import (
+from rlm_compat.tools.cli import main
+from rlm_compat.tools.conformance.fixtures import default_fixtures_dir
+from rlm_compat.tools.research.baseline import (
     PROFILES,
     QUICK_CODE,
     probe_definitions,
@@ -31,7 +31,7 @@ from rlm_compat.research.baseline import (
     run_quick_here,
     verdicts,
 )
-from rlm_compat.research.baseline_facts import FACTS, all_probes
+from rlm_compat.tools.research.baseline_facts import FACTS, all_probes
 
 ROOT = Path(__file__).resolve().parent.parent
 DOC = ROOT / "docs" / "research" / "unofficial-baseline.md"

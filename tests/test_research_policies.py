@@ -20,11 +20,12 @@ from rlm_compat import RLM, REPLExecutor
 from rlm_compat.events import SubcallStarted
 from rlm_compat.prompts import PROMPT_VERSIONS
 from rlm_compat.record import CompletionResult, RunResult
-from rlm_compat.research.base import Grade
-from rlm_compat.research.policies import SUBQUERY, CombinePolicy, client_for, policy_for
-from rlm_compat.research.policy import ScriptedPolicy, Style, diagnose, read_conversation
-from rlm_compat.research.tasks import KINDS, MIN_SIZE, GeneratedTask
 from rlm_compat.testing import ScriptedChatServer
+from rlm_compat.tools import ToolUsageError
+from rlm_compat.tools.research.base import Grade
+from rlm_compat.tools.research.scripted_policy import ScriptedPolicy, Style, diagnose, read_conversation
+from rlm_compat.tools.research.task_policies import SUBQUERY, CombinePolicy, client_for, policy_for
+from rlm_compat.tools.research.tasks import KINDS, MIN_SIZE, GeneratedTask
 
 KIND_NAMES = sorted(KINDS)
 
@@ -137,7 +138,7 @@ def test_combine_delegates_chunks_to_sub_calls() -> None:
 
 
 def test_combine_answers_its_own_sub_calls() -> None:
-    from rlm_compat.research.corpus import number_words
+    from rlm_compat.tools.research.corpus import number_words
 
     policy = CombinePolicy("q")
     text = "\n".join(
@@ -242,12 +243,11 @@ def test_the_same_task_runs_against_an_openai_compatible_server() -> None:
 
 
 def test_policy_for_refuses_unknown_kinds_and_unreadable_queries() -> None:
-    from rlm_compat import ConfigurationError
 
     instance = GeneratedTask("needle", 10_000, 0).build()
-    with pytest.raises(ConfigurationError, match="no scripted policy"):
+    with pytest.raises(ToolUsageError, match="no scripted policy"):
         policy_for(type(instance)(**{**instance.__dict__, "kind": "poetry"}))
-    with pytest.raises(ConfigurationError, match="cannot read its parameters"):
+    with pytest.raises(ToolUsageError, match="cannot read its parameters"):
         policy_for(type(instance)(**{**instance.__dict__, "query": "Say hi."}))
 
 

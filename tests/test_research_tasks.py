@@ -1,4 +1,4 @@
-"""Task corpora, exact graders and suites of rlm_compat.research.
+"""Task corpora, exact graders and suites of rlm_compat.tools.research.
 
 The answer keys are checked against the context by independent parsing (not the generator's own
 bookkeeping), so a generator bug that made the key disagree with the text fails here.
@@ -12,10 +12,17 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from rlm_compat import ConfigurationError
-from rlm_compat.research.base import Grader, Suite, TaskInstance, TaskSpec
-from rlm_compat.research.corpus import FILLER_WORDS, assemble, derive_rng, filler, number_words, sha256_text
-from rlm_compat.research.graders import (
+from rlm_compat.tools import ToolUsageError
+from rlm_compat.tools.research.base import Grader, Suite, TaskInstance, TaskSpec
+from rlm_compat.tools.research.corpus import (
+    FILLER_WORDS,
+    assemble,
+    derive_rng,
+    filler,
+    number_words,
+    sha256_text,
+)
+from rlm_compat.tools.research.graders import (
     ExactInteger,
     ExactText,
     NumericScore,
@@ -23,9 +30,9 @@ from rlm_compat.research.graders import (
     normalise_answer,
     parse_pairs,
 )
-from rlm_compat.research.paper_tasks import LABELS, PAPER_SIZES
-from rlm_compat.research.suites import OUR_KINDS, PAPER_KINDS, SUITES, load_suite
-from rlm_compat.research.tasks import KINDS, MIN_SIZE, SIZES, GeneratedTask, _build, task_from_id
+from rlm_compat.tools.research.paper_tasks import LABELS, PAPER_SIZES
+from rlm_compat.tools.research.suites import OUR_KINDS, PAPER_KINDS, SUITES, load_suite
+from rlm_compat.tools.research.tasks import KINDS, MIN_SIZE, SIZES, GeneratedTask, _build, task_from_id
 
 KIND_NAMES = sorted(KINDS)
 SMALL = st.integers(min_value=MIN_SIZE, max_value=40_000)
@@ -362,7 +369,7 @@ def test_task_ids_round_trip(kind: str, size: int, seed: int) -> None:
     ],
 )
 def test_bad_names_get_actionable_errors(call: object, message: str) -> None:
-    with pytest.raises(ConfigurationError, match=re.escape(message)):
+    with pytest.raises(ToolUsageError, match=re.escape(message)):
         call()  # type: ignore[operator]
 
 

@@ -18,14 +18,14 @@ from pathlib import Path
 
 import pytest
 
-from rlm_compat.cli import main
 from rlm_compat.environments import CommandResult, EnvironmentAccessError, ExecutionEnvironment
 from rlm_compat.errors import BudgetExceededError, LLMCallError, MaxDepthError, MaxIterationsError
 from rlm_compat.events import ModelCallFinished
 from rlm_compat.record import read_trajectory
-from rlm_compat.run_cli import ExitCode, exit_code_for
-from rlm_compat.run_context import ContextInputError, load_context, render_files
 from rlm_compat.testing import Disconnect, RawReply, ScriptedChatServer, terminal_screen
+from rlm_compat.tools.cli import main
+from rlm_compat.tools.run_cli import ExitCode, exit_code_for
+from rlm_compat.tools.run_context import ContextInputError, load_context, render_files
 
 ServerFactory = Callable[..., ScriptedChatServer]
 ROOT = Path(__file__).resolve().parent.parent

@@ -28,11 +28,6 @@ LOOP_AND_TOOLS = (
     "rlm_compat.repl",
     "rlm_compat.repl_v050",
     "rlm_compat.clients",
-    "rlm_compat.conformance",
-    "rlm_compat.research",
-    "rlm_compat.view",
-    "rlm_compat.serve",
-    "rlm_compat.cli",
 )
 STEP_ENGINE = {f"{SANDBOX}.{name}" for name in ("inline", "hostcall", "texts", "fences")}
 

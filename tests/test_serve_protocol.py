@@ -7,9 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from rlm_compat.errors import BudgetExceededError, ConfigurationError, MaxIterationsError
-from rlm_compat.serve import ApiError, ModelRegistry, ModelSpec, ServeLimits
-from rlm_compat.serve._protocol import error_for_failure, parse_request
+from rlm_compat.errors import BudgetExceededError, MaxIterationsError
+from rlm_compat.tools import ToolUsageError
+from rlm_compat.tools.serve import ApiError, ModelRegistry, ModelSpec, ServeLimits
+from rlm_compat.tools.serve._protocol import error_for_failure, parse_request
 
 LIMITS = ServeLimits(max_calls=10, max_seconds=60.0, max_context_chars=100)
 
@@ -122,15 +123,15 @@ def test_model_names_config_files_and_their_errors(tmp_path: Path) -> None:
         ("not toml [", "model config"),
     ):
         config.write_text(text)
-        with pytest.raises(ConfigurationError, match=error):
+        with pytest.raises(ToolUsageError, match=error):
             ModelRegistry.from_toml(config)
-    with pytest.raises(ConfigurationError, match="no models"):
+    with pytest.raises(ToolUsageError, match="no models"):
         ModelRegistry()
 
 
 def test_a_spec_reads_its_key_from_its_variable_and_never_shows_it(monkeypatch: pytest.MonkeyPatch) -> None:
     spec = ModelSpec(name="m", model="x", api_key_env="RLM_TEST_PROVIDER_KEY")
-    with pytest.raises(ConfigurationError, match="RLM_TEST_PROVIDER_KEY"):
+    with pytest.raises(ToolUsageError, match="RLM_TEST_PROVIDER_KEY"):
         spec.api_key()
     monkeypatch.setenv("RLM_TEST_PROVIDER_KEY", "sk-secret-value-1")
     assert spec.api_key() == "sk-secret-value-1"
@@ -139,5 +140,5 @@ def test_a_spec_reads_its_key_from_its_variable_and_never_shows_it(monkeypatch: 
 
 def test_server_limits_are_checked() -> None:
     for bad in ({"max_concurrent": 0}, {"max_queue": -1}, {"max_calls": 0}, {"max_seconds": -1.0}):
-        with pytest.raises(ConfigurationError):
+        with pytest.raises(ToolUsageError):
             ServeLimits(**bad)  # type: ignore[arg-type]

@@ -15,11 +15,11 @@ from typing import Any
 import pytest
 import view_data
 
-from rlm_compat.cli import main
 from rlm_compat.errors import TrajectoryError
 from rlm_compat.record import read_trajectory
-from rlm_compat.record.foreign import load_run
-from rlm_compat.view import (
+from rlm_compat.tools.cli import main
+from rlm_compat.tools.replay.foreign import load_run
+from rlm_compat.tools.view import (
     TrajectoryModel,
     ViewInputError,
     from_events,
@@ -28,11 +28,11 @@ from rlm_compat.view import (
     register_reader,
     write_view,
 )
-from rlm_compat.view.compare import write_compare
-from rlm_compat.view.conformance import conformance_payload
-from rlm_compat.view.model import NodeModel, StepModel
-from rlm_compat.view.render import script_json
-from rlm_compat.view.sources import READERS
+from rlm_compat.tools.view.comparison_page import write_compare
+from rlm_compat.tools.view.conformance_page import conformance_payload
+from rlm_compat.tools.view.model import NodeModel, StepModel
+from rlm_compat.tools.view.render import script_json
+from rlm_compat.tools.view.sources import READERS
 
 
 def _data_block(html: str, block_id: str) -> Any:
@@ -63,7 +63,7 @@ def test_tree_of_a_real_run(tmp_path: Path) -> None:
     assert leaf.answer and leaf.answer.startswith("leaf answer: summarise:")
     assert model.answer == "needle-42" and model.query == "Which needle is in the context?"
     assert root.steps[0].call is not None and root.steps[0].call.total_tokens
-    from rlm_compat.view.render import trajectory_payload
+    from rlm_compat.tools.view.render import trajectory_payload
 
     subtree = trajectory_payload(model)["nodes"][0]["subtree"]  # the root's: the whole run
     assert subtree["tokens"] == model.stats["total_tokens"] and subtree["calls"] == model.stats["llm_calls"]
@@ -174,7 +174,7 @@ def test_trajectory_page_is_self_contained_and_escaped(tmp_path: Path) -> None:
 
 
 def test_run_page_escapes_the_record(tmp_path: Path) -> None:
-    from rlm_compat.view.render import trajectory_page
+    from rlm_compat.tools.view.render import trajectory_page
 
     html = trajectory_page(
         None,

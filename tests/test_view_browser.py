@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 import view_data
 
-from rlm_compat.cli import main
+from rlm_compat.tools.cli import main
 
 SHOTS = os.environ.get("RLM_COMPAT_VIEW_SCREENSHOTS")
 

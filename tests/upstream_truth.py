@@ -1,7 +1,7 @@
 """What upstream did, for tests that check profile ``upstream`` case by case.
 
 Tests keep no copies of upstream's behaviour: the cases are conformance inputs
-(``rlm_compat/conformance/inputs/repl/*.toml``), and what 2fb46cc did with them is recorded in
+(``rlm_compat/tools/conformance/inputs/repl/*.toml``), and what 2fb46cc did with them is recorded in
 ``upstream_fixtures/`` by ``rlm-compat record`` from the real checkout, on each supported Python.
 This module reads those recordings for the running Python and replays a case's input through any
 upstream-shaped executor the way the recorder's driver ran it, so a test compares like with like.
@@ -18,11 +18,11 @@ from typing import Any
 
 import pytest
 
-from rlm_compat.conformance import values
-from rlm_compat.conformance.deviations import Deviation, Registry
-from rlm_compat.conformance.fixtures import DEVIATIONS, FixtureSet, read_jsonl
 from rlm_compat.errors import REPLError
 from rlm_compat.repl import REPLExecutor
+from rlm_compat.tools.conformance import values
+from rlm_compat.tools.conformance.deviations import Deviation, Registry
+from rlm_compat.tools.conformance.fixtures import DEVIATIONS, FixtureSet, read_jsonl
 
 PYTHON = f"{sys.version_info.major}.{sys.version_info.minor}"
 

@@ -11,8 +11,8 @@ from pathlib import Path
 from typing import Any
 
 from rlm_compat import RLM
-from rlm_compat.research.base import Grade, RunRecord, RunSpec
 from rlm_compat.testing import ScriptedChatServer
+from rlm_compat.tools.research.base import Grade, RunRecord, RunSpec
 
 XSS_SCRIPT = "<script>window.__xss = 'script'; alert(1)</script>"
 XSS_IMG = '"><img src=x onerror="window.__xss=\'img\'">'

@@ -1,10 +1,10 @@
 """A recorded run as replayable steps: the code each RLM node ran, in order, with what it saw.
 
-Replay (:mod:`rlm_compat.record.replay`) re-executes model-written code; it needs, per RLM node,
-the code of every REPL step, the observation the recording got back, and what each sub-call the
+Replay (:mod:`rlm_compat.tools.replay.replayer`) re-executes model-written code; it needs, per RLM
+node, the code of every REPL step, the observation the recording got back, and what each sub-call the
 code made returned (``llm_query`` replies, child RLM answers), so the same code can be served the
 same answers again. This module is that shape (:class:`RecordedRun`) and its reader for our own
-trajectory files (:func:`from_trajectory`); :mod:`rlm_compat.record.foreign` reads ``rlms``' and
+trajectory files (:func:`from_trajectory`); :mod:`rlm_compat.tools.replay.foreign` reads ``rlms``' and
 dspy.RLM's logs into the same shape.
 """
 

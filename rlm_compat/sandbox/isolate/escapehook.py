@@ -6,7 +6,7 @@ the OS-level hardening alone (:mod:`.hardening`, applied by :func:`.workerinit.p
 entry runs, exactly as for the REPL worker). It is never reachable from model code: a worker's
 entry is chosen by the host when it asks the fork server for a worker (the REPL worker's entry is
 fixed), model code cannot talk to the fork server, and nothing in the REPL worker imports this
-module. The host side is :mod:`rlm_compat.escape_assumed`.
+module. The host side is :mod:`rlm_compat.tools.escape_assumed`.
 
 Protocol (framed JSON, :func:`.zygote.send_frame`): one request ``{"code", "params"}``; the
 program runs with the global ``PARAMS`` (what the host set up: ports, paths, pids); one reply,

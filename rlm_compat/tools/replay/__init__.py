@@ -1,0 +1,9 @@
+"""Replay: re-execute a recorded run's code under any profile (:mod:`.replayer`), read other
+implementations' trajectory logs (:mod:`.foreign`), and ``rlm-compat replay`` (:mod:`.replay_cli`).
+
+The recorded runs themselves (:mod:`rlm_compat.record.steps`) belong to the library; replay only reads them.
+"""
+
+from __future__ import annotations
+
+__all__: list[str] = []

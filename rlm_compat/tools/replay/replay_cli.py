@@ -1,0 +1,125 @@
+"""``rlm-compat replay``: re-execute a recorded run's code under a profile (registered by :func:`register`).
+
+Exit status: 0 when every step gives its recorded observation, 1 when a step diverges, 2 when the
+trajectory or the arguments cannot be used (the message names the file and line).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from ...config import ISOLATIONS
+from ...errors import ConfigurationError, TrajectoryError
+from ..tool_errors import ToolUsageError
+
+__all__ = ["context_arguments", "read_context", "register"]
+
+
+def register(subparsers: Any) -> None:
+    """Add ``replay`` to the main CLI's subparsers."""
+    p = subparsers.add_parser(
+        "replay",
+        help="re-execute a recorded run's code under a profile and show where it diverges",
+        description=(
+            "Serve the recorded model replies again, re-execute every REPL step in a fresh session per "
+            "RLM node, and print the first step whose observation differs from the recording (node, "
+            "step, code, recorded and new observation), or 'identical'. Reads rlm_compat trajectories, "
+            "rlms (0.1.1) JSONL logs and dspy.RLM trajectories. Exit status: 0 identical, 1 diverged, "
+            "2 unusable input."
+        ),
+    )
+    p.add_argument("trajectory", type=Path, help="the trajectory file")
+    p.add_argument(
+        "--profile",
+        default=None,
+        help="fixed, upstream, upstream-without:<switch>, fixed-with:<switch> (default: the recording's)",
+    )
+    p.add_argument("--isolation", choices=ISOLATIONS, default=None, help="default: the profile's")
+    p.add_argument("--all", action="store_true", help="list every divergence, not only the first")
+    p.add_argument("--json", action="store_true", help="print every step's outcome as JSON instead")
+    p.add_argument(
+        "--format",
+        choices=("rlm_compat", "rlms", "dspy"),
+        default=None,
+        help="the trajectory's format (default: detected)",
+    )
+    p.add_argument(
+        "--api", default=None, help="REPL namespace preset: 2fb46cc or 0.5 (default: the recording's)"
+    )
+    p.add_argument("--timeout", type=float, default=None, help="seconds per step (default: the recording's)")
+    p.add_argument(
+        "--view",
+        type=Path,
+        default=None,
+        metavar="REPORT.html",
+        help="also write the trajectory's HTML view with every divergence marked (needs the view extra; "
+        "the same as `rlm-compat view TRAJECTORY --divergence` of this command's --json output)",
+    )
+    context_arguments(p)
+    p.set_defaults(handler=_replay)
+
+
+def context_arguments(p: argparse.ArgumentParser) -> None:
+    """``--context-file`` / ``--context`` / ``--no-context``: trajectories keep only the context's size."""
+    source = p.add_mutually_exclusive_group()
+    source.add_argument("--context-file", type=Path, help="file holding the context the run was given")
+    source.add_argument("--context", help="the context text itself")
+    source.add_argument(
+        "--no-context", action="store_true", help="replay over an empty context (the recorded one is unknown)"
+    )
+
+
+def read_context(args: argparse.Namespace) -> str | None:
+    """The context the arguments name; None when none was given."""
+    if args.no_context:
+        return ""
+    if args.context_file is not None:
+        try:
+            return str(args.context_file.read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError) as exc:
+            raise ToolUsageError(f"cannot read the context file {args.context_file}: {exc}") from None
+    return args.context if isinstance(args.context, str) else None
+
+
+def _replay(args: argparse.Namespace) -> int:
+    from .foreign import load_run
+    from .replayer import replay
+
+    try:
+        if args.view is not None:
+            from ..view.render import require
+
+            require()  # before the replay, not after it
+        run = load_run(args.trajectory, args.format)
+        for notice in run.notices:
+            print(f"rlm-compat replay: notice: {notice}", file=sys.stderr)
+        report = replay(
+            run,
+            profile=args.profile,
+            isolation=args.isolation,
+            context=read_context(args),
+            timeout=args.timeout,
+            same_context=not args.no_context,
+            api=args.api,
+        )
+    except (TrajectoryError, ConfigurationError, ToolUsageError) as exc:
+        print(f"rlm-compat replay: {exc}", file=sys.stderr)
+        return 2
+    if args.json:
+        print(json.dumps(report.to_dict(), indent=2, ensure_ascii=False))
+    else:
+        print(report.render(every=args.all))
+    if args.view is not None:
+        from ..view import write_view
+
+        try:
+            write_view([args.trajectory], args.view, replay_report=report.to_dict())
+        except ToolUsageError as exc:
+            print(f"rlm-compat replay: --view: {exc}", file=sys.stderr)
+            return 2
+        print(f"wrote {args.view}", file=sys.stderr)
+    return 0 if report.identical else 1

@@ -1,0 +1,633 @@
+"""The aiohttp application: routes, bearer auth, the concurrency gate, runs, streaming, disconnects.
+
+All runs of a server process share its one event loop (so litellm's clients and their connection
+pools are made once and reused); each run is its own :class:`~rlm_compat.core.RLM` with its own
+REPL sessions and workers. A request's handler task owns its run: when the client goes away, aiohttp
+cancels the handler (``handler_cancellation``), the run task is cancelled, and the RLM kills its
+workers on the way out.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import hmac
+import json
+import logging
+import os
+import re
+import socket
+import time
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TypeVar
+
+from aiohttp import web
+
+from ...environments import EnvironmentAccessError, LocalExecutionEnvironment
+from ...events import TrajectoryEvent
+from ..tool_errors import ToolUsageError
+from ._models import ModelRegistry, ModelSpec
+from ._protocol import (
+    ApiError,
+    ChatRequest,
+    ServeLimits,
+    bad,
+    chunk,
+    completion,
+    context_too_large,
+    error_for_failure,
+    parse_request,
+    usage_of,
+)
+
+__all__ = ["ServerConfig", "create_app"]
+
+log = logging.getLogger("rlm_compat.tools.serve")
+_T = TypeVar("_T")
+
+_RUN_ID = re.compile(r"^chatcmpl-rlm-[0-9a-f]{32}$")
+_SECRET_NAME = re.compile(r"KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL", re.IGNORECASE)
+_ANSWER_PIECE = 4096
+
+
+@dataclass(frozen=True)
+class ServerConfig:
+    """Everything a server process is started with (the CLI builds one; tests can too)."""
+
+    registry: ModelRegistry
+    limits: ServeLimits = field(default_factory=ServeLimits)
+    api_key_env: str | None = None
+    documents_root: str | None = None
+    trajectory_dir: str | None = None
+    redact_trajectories: bool = False
+    heartbeat_seconds: float = 15.0
+
+    def bearer(self) -> str | None:
+        """The token clients must send, read from ``api_key_env`` (unset variable: an error)."""
+        if self.api_key_env is None:
+            return None
+        value = os.environ.get(self.api_key_env)
+        if not value:
+            raise ToolUsageError(f"--api-key-env {self.api_key_env}: that environment variable is not set")
+        return value
+
+
+class Redactor:
+    """Replaces secret values (provider keys, the server's token) in anything that leaves the process."""
+
+    def __init__(self, names: list[str]) -> None:
+        values = {os.environ.get(n, "") for n in names}
+        values |= {v for k, v in os.environ.items() if _SECRET_NAME.search(k)}
+        self._secrets = sorted((v for v in values if len(v) >= 8), key=len, reverse=True)
+
+    def __call__(self, text: str) -> str:
+        for secret in self._secrets:
+            if secret in text:
+                text = text.replace(secret, "[redacted]")
+        return text
+
+
+class RedactingFormatter(logging.Formatter):
+    """A log formatter whose output (tracebacks included) never carries a secret."""
+
+    def __init__(self, redact: Redactor, fmt: str) -> None:
+        super().__init__(fmt)
+        self._redact = redact
+
+    def format(self, record: logging.LogRecord) -> str:
+        return self._redact(super().format(record))
+
+
+class Gate:
+    """At most ``limit`` runs at once, ``queue`` more waiting in arrival order, 429 beyond that."""
+
+    def __init__(self, limit: int, queue: int, timeout: float) -> None:
+        self._free = limit
+        self._queue = queue
+        self._timeout = timeout
+        self._waiters: collections.deque[asyncio.Future[None]] = collections.deque()
+        self.running = 0
+
+    @property
+    def waiting(self) -> int:
+        return sum(1 for w in self._waiters if not w.done())
+
+    @asynccontextmanager
+    async def slot(self) -> AsyncIterator[None]:
+        await self._acquire()
+        self.running += 1
+        try:
+            yield
+        finally:
+            self.running -= 1
+            self._release()
+
+    async def _acquire(self) -> None:
+        if self._free > 0 and not self.waiting:
+            self._free -= 1
+            return
+        if self.waiting >= self._queue:
+            raise _busy(f"server busy: {self.running} runs in progress and {self.waiting} queued (the limit)")
+        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._waiters.append(future)
+
+        def expire() -> None:
+            if not future.done():
+                future.set_exception(_busy("queued too long", True))
+
+        timer = asyncio.get_running_loop().call_later(self._timeout, expire)
+        try:
+            await future
+        except BaseException:
+            got_slot = future.done() and not future.cancelled() and future.exception() is None
+            if got_slot:
+                self._release()  # handed a slot just as the wait was cancelled: pass it on
+            raise
+        finally:
+            timer.cancel()
+            if future in self._waiters:
+                self._waiters.remove(future)
+
+    def _release(self) -> None:
+        while self._waiters:
+            waiter = self._waiters.popleft()
+            if not waiter.done():
+                waiter.set_result(None)
+                return
+        self._free += 1
+
+
+def _busy(message: str, timed_out: bool = False) -> ApiError:
+    text = (
+        f"{message}; retry later" if not timed_out else f"{message} waiting for a free run slot; retry later"
+    )
+    return ApiError(429, text, type="rate_limit_error", code="server_busy", retry=True, retry_after=1)
+
+
+def create_app(config: ServerConfig) -> web.Application:
+    """The application; run it with ``handler_cancellation=True`` so disconnects cancel runs."""
+    server = _Server(config)
+    app = web.Application(
+        client_max_size=config.limits.max_body_bytes,
+        middlewares=[server.middleware],
+    )
+    app.router.add_get("/v1/models", server.models)
+    app.router.add_get("/v1/models/{name:.+}", server.model)
+    app.router.add_post("/v1/chat/completions", server.chat)
+    app.router.add_get("/v1/rlm/runs/{run_id}/trajectory", server.trajectory)
+    app.router.add_get("/health", server.health)
+    app["rlm_server"] = server
+    return app
+
+
+class _Server:
+    def __init__(self, config: ServerConfig) -> None:
+        self.config = config
+        self.redact = Redactor(
+            [*config.registry.secret_envs(), *([config.api_key_env] if config.api_key_env else [])]
+        )
+        self.token = config.bearer()
+        limits = config.limits
+        self.gate = Gate(limits.max_concurrent, limits.max_queue, limits.queue_timeout)
+        self.documents = (
+            LocalExecutionEnvironment(config.documents_root) if config.documents_root is not None else None
+        )
+        if config.trajectory_dir is not None:
+            Path(config.trajectory_dir).mkdir(parents=True, exist_ok=True)
+        self.served = 0
+        self._litellm: asyncio.Future[None] | None = None
+        self._lean: Any = None
+
+    def _lean_client(self) -> Any:
+        """One lean client for the process: one aiohttp session (connection pool) on its loop."""
+        if self._lean is None:
+            from ...openai_client import OpenAICompatibleClient
+
+            self._lean = OpenAICompatibleClient()
+        return self._lean
+
+    def preload(self) -> None:
+        """Start importing litellm now, so the first request does not wait for all of it."""
+        if self._litellm is None:
+            self._litellm = asyncio.ensure_future(asyncio.to_thread(_import_litellm))
+
+    async def _litellm_loaded(self) -> None:
+        """litellm imported off the event loop (once, shared by every request): a first model call
+        would otherwise import it on the loop and stall every other run for seconds."""
+        self.preload()
+        assert self._litellm is not None
+        await asyncio.shield(self._litellm)
+
+    # --- middleware: auth, errors, one log line per request ------------------------------------
+
+    @web.middleware
+    async def middleware(
+        self, request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
+    ) -> web.StreamResponse:
+        started = time.perf_counter()
+        status = 500
+        try:
+            if request.path != "/health":
+                self._authorize(request)
+            response = await handler(request)
+            status = response.status
+            return response
+        except ApiError as exc:
+            status = exc.status
+            return self._error_response(exc)
+        except web.HTTPRequestEntityTooLarge:
+            status = 413
+            return self._error_response(self._too_large())
+        except web.HTTPException as exc:  # unknown route, wrong method
+            status = exc.status
+            kind = "not_found_error" if exc.status == 404 else "invalid_request_error"
+            return self._error_response(
+                ApiError(exc.status, f"{exc.reason}: {request.method} {request.path}", type=kind, retry=False)
+            )
+        except asyncio.CancelledError:
+            status = 499  # the client went away (nginx's code for it, in the log only)
+            raise
+        except Exception:
+            incident = uuid.uuid4().hex[:12]
+            log.exception("internal error %s on %s %s", incident, request.method, request.path)
+            return self._error_response(
+                ApiError(
+                    500,
+                    f"internal server error (incident {incident}; see the server log)",
+                    type="server_error",
+                )
+            )
+        finally:
+            log.info(
+                "%s %s %d %.3fs%s%s",
+                request.method,
+                request.path,
+                status,
+                time.perf_counter() - started,
+                f" run={request['run_id']}" if "run_id" in request else "",
+                f" (stream ended with error {request['stream_error']})" if "stream_error" in request else "",
+            )
+
+    def _authorize(self, request: web.Request) -> None:
+        if self.token is None:
+            return
+        header = request.headers.get("Authorization", "")
+        scheme, _, given = header.partition(" ")
+        if scheme.lower() != "bearer" or not hmac.compare_digest(given.strip().encode(), self.token.encode()):
+            raise ApiError(
+                401,
+                "missing or wrong API key: send 'Authorization: Bearer <key>'",
+                type="authentication_error",
+                code="invalid_api_key",
+                retry=False,
+            )
+
+    def _error_response(self, exc: ApiError) -> web.Response:
+        body = exc.body()
+        body["error"]["message"] = self.redact(body["error"]["message"])
+        return web.json_response(body, status=exc.status, headers=exc.headers())
+
+    def _too_large(self) -> ApiError:
+        return ApiError(
+            413,
+            f"request body over this server's limit of {self.config.limits.max_body_bytes:,} bytes",
+            code="request_too_large",
+            retry=False,
+        )
+
+    # --- small routes -------------------------------------------------------------------------
+
+    async def health(self, request: web.Request) -> web.Response:
+        return web.json_response(
+            {"status": "ok", "running": self.gate.running, "queued": self.gate.waiting, "served": self.served}
+        )
+
+    async def models(self, request: web.Request) -> web.Response:
+        return web.json_response(
+            {"object": "list", "data": [s.public() for s in self.config.registry.listed()]}
+        )
+
+    async def model(self, request: web.Request) -> web.Response:
+        spec = self.config.registry.resolve(request.match_info["name"])
+        if spec is None:
+            raise _unknown_model(request.match_info["name"])
+        return web.json_response(spec.public())
+
+    async def trajectory(self, request: web.Request) -> web.StreamResponse:
+        run_id = request.match_info["run_id"]
+        path = self._trajectory_path(run_id) if _RUN_ID.match(run_id) else None
+        if path is None or not path.is_file():
+            raise ApiError(404, f"no trajectory for run {run_id!r} on this server", type="not_found_error")
+        return web.FileResponse(path, headers={"Content-Type": "application/x-ndjson"})
+
+    def _trajectory_path(self, run_id: str) -> Path | None:
+        if self.config.trajectory_dir is None:
+            return None
+        return Path(self.config.trajectory_dir) / f"{run_id}.jsonl"
+
+    # --- chat completions -----------------------------------------------------------------------
+
+    async def chat(self, request: web.Request) -> web.StreamResponse:
+        declared = request.content_length
+        if declared is not None and declared > self.config.limits.max_body_bytes:
+            raise self._too_large()
+        raw = await request.read()
+        chat = parse_request(raw, self.config.limits)
+        spec = self.config.registry.resolve(chat.model)
+        if spec is None:
+            raise _unknown_model(chat.model)
+        context = await self._context(chat)
+        run_id = f"chatcmpl-rlm-{uuid.uuid4().hex}"
+        request["run_id"] = run_id
+        async with self.gate.slot():
+            if chat.stream:
+                return await self._stream(request, chat, spec, context, run_id)
+            outcome = await _unless_gone(request, self._run(chat, spec, context, run_id, None))
+        self.served += 1
+        if isinstance(outcome, ApiError):
+            raise outcome
+        answer, stats = outcome
+        body = completion(run_id, chat.model, answer, stats, self._extra(run_id, stats))
+        return web.json_response(body, headers={"x-rlm-run-id": run_id}, dumps=_dumps)
+
+    async def _context(self, chat: ChatRequest) -> str:
+        """The run's context: named documents, then the extension's text; else the earlier messages."""
+        parts: list[str] = []
+        if chat.documents:
+            if self.documents is None:
+                raise bad(
+                    "this server has no --documents-root: 'rlm.documents' cannot be read",
+                    param="rlm.documents",
+                )
+            for name in chat.documents:
+                try:
+                    text = await asyncio.to_thread(self.documents.read_file, name)
+                except (EnvironmentAccessError, OSError, UnicodeDecodeError) as exc:
+                    why = "not UTF-8 text" if isinstance(exc, UnicodeDecodeError) else _unreadable(exc)
+                    raise bad(f"document {name!r}: {why}", param="rlm.documents") from None
+                parts.append(f"==> {name} <==\n{text}")
+        if chat.context is not None:
+            parts.append(chat.context)
+        context = "\n\n".join(parts) if parts else chat.earlier
+        if len(context) > self.config.limits.max_context_chars:
+            raise context_too_large(len(context), self.config.limits)
+        return context
+
+    def _extra(self, run_id: str, stats: dict[str, Any]) -> dict[str, Any]:
+        url = f"/v1/rlm/runs/{run_id}/trajectory" if self.config.trajectory_dir is not None else None
+        return {"run_id": run_id, "trajectory": url, "stats": stats}
+
+    async def _run(
+        self,
+        chat: ChatRequest,
+        spec: ModelSpec,
+        context: str,
+        run_id: str,
+        progress: Callable[[TrajectoryEvent], None] | None,
+    ) -> tuple[str, dict[str, Any]] | ApiError:
+        """One RLM run to its end: ``(answer, stats)`` or the ApiError it ends with.
+
+        Cancelling the awaiting task (a disconnect) cancels the run, whose sessions kill their
+        workers; the record of the cancelled run is still written.
+        """
+        from ...core import RLM
+
+        rlm: RLM | None = None
+        options: dict[str, Any] = dict(chat.budget)
+        if spec.request_timeout is not None:
+            options["timeout"] = spec.request_timeout
+        try:
+            client = None
+            if spec.client == "openai-compatible":
+                client = self._lean_client()
+            else:
+                await self._litellm_loaded()
+            rlm = RLM(
+                spec.model,
+                recursive_model=spec.recursive_model,
+                api_base=spec.api_base,
+                api_key=spec.api_key(),
+                max_depth=spec.max_depth,
+                max_iterations=spec.max_iterations,
+                profile=spec.profile,
+                isolation=spec.isolation,
+                repl_timeout=spec.repl_timeout,
+                max_retries=spec.max_retries,
+                max_concurrent_subcalls=spec.max_concurrent_subcalls,
+                on_event=progress,
+                client=client,
+                **options,
+            )
+            result = await rlm.atry_complete_result(chat.query, context)
+        except asyncio.CancelledError:
+            if rlm is not None and rlm.last_run is not None:
+                await asyncio.shield(
+                    asyncio.to_thread(self._write_trajectory, run_id, rlm.last_run.trajectory)
+                )
+            raise
+        except Exception as exc:
+            return error_for_failure(exc, type(exc).__name__, str(exc))
+        await asyncio.to_thread(self._write_trajectory, run_id, result.trajectory)
+        if result.answer is None:
+            error_type = getattr(result, "error_type", "RLMError")
+            return error_for_failure(None, error_type, getattr(result, "error", ""))
+        return result.answer, result.stats
+
+    def _write_trajectory(self, run_id: str, events: tuple[TrajectoryEvent, ...]) -> None:
+        path = self._trajectory_path(run_id)
+        if path is None:
+            return
+        redact = self.config.redact_trajectories
+        lines = [
+            self.redact(json.dumps(e.to_dict(redact=redact), ensure_ascii=False, default=repr))
+            for e in events
+        ]
+        path.write_text("".join(f"{line}\n" for line in lines), encoding="utf-8")
+
+    async def _stream(
+        self, request: web.Request, chat: ChatRequest, spec: ModelSpec, context: str, run_id: str
+    ) -> web.StreamResponse:
+        """Server-sent events: role chunk, progress as SSE comments, answer chunks, usage, [DONE].
+
+        Progress lines start with ``:``, which the SSE format defines as comments: the openai client
+        and litellm skip them, a client that wants them reads ``: rlm-progress {json}``.
+        """
+        loop = asyncio.get_running_loop()
+        events: asyncio.Queue[TrajectoryEvent] = asyncio.Queue()
+
+        def progress(event: TrajectoryEvent) -> None:
+            loop.call_soon_threadsafe(events.put_nowait, event)
+
+        response = web.StreamResponse(
+            headers={
+                "Content-Type": "text/event-stream",
+                "Cache-Control": "no-cache",
+                "X-Accel-Buffering": "no",
+                "x-rlm-run-id": run_id,
+            }
+        )
+        await response.prepare(request)
+        run = asyncio.ensure_future(self._run(chat, spec, context, run_id, progress))
+        gone = asyncio.ensure_future(_client_gone(request))
+        try:
+            await _send(response, chunk(run_id, chat.model, {"role": "assistant", "content": ""}))
+            while not run.done():
+                getter = asyncio.ensure_future(events.get())
+                done, _ = await asyncio.wait(
+                    {run, getter, gone},
+                    timeout=self.config.heartbeat_seconds,
+                    return_when=asyncio.FIRST_COMPLETED,
+                )
+                if gone in done:
+                    getter.cancel()
+                    raise asyncio.CancelledError("the client went away")
+                if getter in done:
+                    await _comment(response, _progress_line(getter.result()))
+                else:
+                    getter.cancel()
+                    if not done:
+                        await _comment(response, "rlm-heartbeat")
+            outcome = run.result()
+        except BaseException:
+            run.cancel()
+            await asyncio.gather(run, return_exceptions=True)
+            raise
+        finally:
+            gone.cancel()
+        self.served += 1
+        if isinstance(outcome, ApiError):
+            request["stream_error"] = outcome.status
+            body = outcome.body()
+            body["error"]["message"] = self.redact(body["error"]["message"])
+            body["error"]["status"] = outcome.status
+            await _send(response, body)
+            await response.write_eof()
+            return response
+        answer, stats = outcome
+        for start in range(0, max(len(answer), 1), _ANSWER_PIECE):
+            await _send(
+                response, chunk(run_id, chat.model, {"content": answer[start : start + _ANSWER_PIECE]})
+            )
+        await _send(response, chunk(run_id, chat.model, {}, finish="stop", extra=self._extra(run_id, stats)))
+        if chat.include_usage:
+            await _send(response, chunk(run_id, chat.model, None, usage=usage_of(stats)))
+        await response.write(b"data: [DONE]\n\n")
+        await response.write_eof()
+        return response
+
+
+async def _unless_gone(request: web.Request, work: Awaitable[_T]) -> _T:
+    """``await work``, cancelled as soon as the client closes its connection."""
+    task = asyncio.ensure_future(work)
+    gone = asyncio.ensure_future(_client_gone(request))
+    try:
+        done, _ = await asyncio.wait({task, gone}, return_when=asyncio.FIRST_COMPLETED)
+        if task not in done:
+            raise asyncio.CancelledError("the client went away")
+        return task.result()
+    except BaseException:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+        raise
+    finally:
+        gone.cancel()
+
+
+async def _client_gone(request: web.Request, every: float = 0.2) -> None:
+    """Returns once the client has closed its end of the connection.
+
+    aiohttp stops reading a connection while its handler runs, so it sees a hang-up only at the
+    next write; a non-streamed run never writes until its end. Peeking at the socket (a
+    duplicate of its descriptor, read with MSG_PEEK, so aiohttp's data is untouched) sees the
+    end of the stream at once.
+    """
+    transport = request.transport
+    raw = None if transport is None else transport.get_extra_info("socket")
+    if raw is None:
+        await asyncio.Event().wait()  # nothing to watch: never "gone"
+        return
+    probe = socket.socket(fileno=os.dup(raw.fileno()))
+    try:
+        probe.setblocking(False)
+        while True:
+            await asyncio.sleep(every)
+            if transport is None or transport.is_closing():
+                return
+            try:
+                if probe.recv(1, socket.MSG_PEEK) == b"":
+                    return
+            except (BlockingIOError, InterruptedError):
+                continue
+            except OSError:
+                return
+    finally:
+        probe.close()
+
+
+def _dumps(obj: Any) -> str:
+    return json.dumps(obj, ensure_ascii=False, default=repr)
+
+
+async def _send(response: web.StreamResponse, body: dict[str, Any]) -> None:
+    await response.write(f"data: {_dumps(body)}\n\n".encode())
+
+
+async def _comment(response: web.StreamResponse, text: str) -> None:
+    await response.write(f": {text}\n\n".encode())
+
+
+def _progress_line(event: TrajectoryEvent) -> str:
+    """One progress comment: the event's envelope and its small figures, never its texts."""
+    data = event.data
+    shown = {k: data[k] for k in ("error",) if isinstance(data.get(k), bool)} | {
+        k: data[k]
+        for k in (
+            "iteration",
+            "error",
+            "function",
+            "count",
+            "total_tokens",
+            "is_leaf",
+            "attempt",
+            "error_type",
+        )
+        if k in data
+    }
+    envelope = {
+        "sequence": event.sequence,
+        "kind": event.kind,
+        "depth": event.depth,
+        "node_id": event.node_id,
+        "elapsed_seconds": event.elapsed_seconds,
+    }
+    return "rlm-progress " + json.dumps({**envelope, **shown}, default=repr)
+
+
+def _import_litellm() -> None:
+    import litellm
+
+    litellm.suppress_debug_info = True  # its feedback banner, printed with every provider error
+
+
+def _unreadable(exc: Exception) -> str:
+    """Why a named document cannot be read, without the server's own paths."""
+    if isinstance(exc, EnvironmentAccessError) and "leaves" in str(exc):
+        return "outside the server's documents root (names are relative to it)"
+    if isinstance(exc, IsADirectoryError):
+        return "a directory, not a file"
+    return "no such readable file under the server's documents root"
+
+
+def _unknown_model(name: str) -> ApiError:
+    return ApiError(
+        404,
+        f"the model {name!r} does not exist on this server; GET /v1/models lists what it serves",
+        type="invalid_request_error",
+        code="model_not_found",
+        param="model",
+        retry=False,
+    )

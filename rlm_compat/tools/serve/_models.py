@@ -1,0 +1,196 @@
+"""What a request's ``model`` names: an RLM over a litellm root model, with its settings.
+
+Two ways to name one (docs/serve.md): a per-model config file (``[models.NAME]`` tables, any name),
+and the scheme ``rlm:<litellm model>`` for the root models the server was started with (``--model``)
+or allowed by glob (``--allow-model``), all with the server's defaults. Nothing here imports
+aiohttp or litellm: the registry is plain data, checked when the server starts.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import os
+import sys
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, fields, replace
+from pathlib import Path
+from typing import Any
+
+from ...config import ISOLATIONS
+from ..tool_errors import ToolUsageError
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - 3.10
+    import tomli as tomllib  # type: ignore[import-not-found,unused-ignore]
+
+__all__ = ["CLIENTS", "SCHEME", "ModelRegistry", "ModelSpec"]
+
+CLIENTS = ("litellm", "openai-compatible")
+"""How a model's calls are made: litellm (any provider it supports), or the lean path for
+OpenAI-compatible endpoints (rlm_compat.openai_client; no cost figures)."""
+
+SCHEME = "rlm:"
+"""Prefix of the naming scheme: ``rlm:openai/gpt-4o-mini`` is an RLM over ``openai/gpt-4o-mini``."""
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """One servable RLM: its root model and the settings every run of it gets.
+
+    ``api_key_env`` names the environment variable holding the provider key (read per request,
+    never echoed); None leaves the key to litellm's usual variables.
+    """
+
+    name: str
+    model: str
+    recursive_model: str | None = None
+    api_base: str | None = None
+    api_key_env: str | None = None
+    profile: str = "fixed"
+    max_depth: int | None = None
+    max_iterations: int = 30
+    isolation: str | None = None
+    repl_timeout: float = 5.0
+    max_retries: int | None = None
+    max_concurrent_subcalls: int | None = None
+    request_timeout: float | None = None
+    client: str = "litellm"
+
+    def __post_init__(self) -> None:
+        if self.client not in CLIENTS:
+            raise ToolUsageError(
+                f"model {self.name!r}: client must be one of {', '.join(CLIENTS)}, not {self.client!r}"
+            )
+        for name in ("name", "model"):
+            value = getattr(self, name)
+            if not isinstance(value, str) or not value:
+                raise ToolUsageError(f"model {self.name!r}: {name} must be a non-empty string")
+        if self.isolation is not None and self.isolation not in ISOLATIONS:
+            raise ToolUsageError(
+                f"model {self.name!r}: isolation must be one of {', '.join(ISOLATIONS)}, "
+                f"not {self.isolation!r}"
+            )
+        for name, least in (("max_iterations", 1), ("max_depth", 0), ("max_retries", 0)):
+            value = getattr(self, name)
+            if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < least):
+                raise ToolUsageError(f"model {self.name!r}: {name} must be an integer >= {least}")
+
+    def api_key(self) -> str | None:
+        """The provider key from ``api_key_env`` (an unset variable is a configuration error)."""
+        if self.api_key_env is None:
+            return None
+        value = os.environ.get(self.api_key_env)
+        if not value:
+            raise ToolUsageError(
+                f"model {self.name!r}: environment variable {self.api_key_env} (its provider key) is not set"
+            )
+        return value
+
+    def public(self) -> dict[str, Any]:
+        """What ``GET /v1/models`` shows of it: never the key or its variable's value."""
+        return {
+            "id": self.name,
+            "object": "model",
+            "created": 0,
+            "owned_by": "rlm-compat",
+            "rlm": {
+                "root_model": self.model,
+                "recursive_model": self.recursive_model or self.model,
+                "profile": self.profile,
+                "max_depth": self.max_depth,
+                "max_iterations": self.max_iterations,
+                "client": self.client,
+            },
+        }
+
+
+_SPEC_KEYS = frozenset(f.name for f in fields(ModelSpec)) - {"name"}
+
+
+class ModelRegistry:
+    """The models a server answers for: named ones from the config file, ``rlm:`` ones from a template."""
+
+    def __init__(
+        self,
+        named: Iterable[ModelSpec] = (),
+        *,
+        template: ModelSpec | None = None,
+        roots: Iterable[str] = (),
+        allow: Iterable[str] = (),
+    ) -> None:
+        self._named = {spec.name: spec for spec in named}
+        self._template = template
+        self._roots = list(dict.fromkeys(roots))
+        self._allow = list(allow)
+        if (self._roots or self._allow) and template is None:
+            raise ToolUsageError("rlm: models need a template spec (the server's defaults)")
+        if not self._named and not self._roots and not self._allow:
+            raise ToolUsageError(
+                "no models to serve: give --model LITELLM_MODEL (served as rlm:LITELLM_MODEL) or a "
+                "--config file with [models.NAME] tables"
+            )
+
+    @classmethod
+    def from_toml(cls, path: str | os.PathLike[str], **kwargs: Any) -> ModelRegistry:
+        """Models from a TOML file of ``[models.NAME]`` tables (keys: ModelSpec's fields)."""
+        try:
+            data = tomllib.loads(Path(path).read_text(encoding="utf-8"))
+        except (OSError, tomllib.TOMLDecodeError) as exc:
+            raise ToolUsageError(f"model config {path}: {exc}") from None
+        return cls(specs_from_mapping(data, str(path)), **kwargs)
+
+    def names(self) -> list[str]:
+        """Every name listed by ``GET /v1/models`` (allowed globs are not listable)."""
+        return [*self._named, *(SCHEME + root for root in self._roots)]
+
+    def listed(self) -> list[ModelSpec]:
+        """The specs behind :meth:`names`."""
+        return [spec for name in self.names() if (spec := self.resolve(name)) is not None]
+
+    def resolve(self, name: str) -> ModelSpec | None:
+        """The spec a request's ``model`` names, or None if this server does not serve it."""
+        spec = self._named.get(name)
+        if spec is not None:
+            return spec
+        if not name.startswith(SCHEME) or self._template is None:
+            return None
+        root = name[len(SCHEME) :]
+        if not root:
+            return None
+        if root in self._roots or any(fnmatch.fnmatchcase(root, glob) for glob in self._allow):
+            return replace(self._template, name=name, model=root)
+        return None
+
+    def secret_envs(self) -> list[str]:
+        """The variables holding provider keys, for the redactor."""
+        specs = [*self._named.values(), *([self._template] if self._template else [])]
+        return sorted({s.api_key_env for s in specs if s.api_key_env})
+
+
+def specs_from_mapping(data: Mapping[str, Any], where: str) -> list[ModelSpec]:
+    """``{"models": {NAME: {...}}}`` checked into specs; unknown keys are named."""
+    unknown_top = set(data) - {"models"}
+    if unknown_top:
+        raise ToolUsageError(
+            f"{where}: unknown top-level key(s) {sorted(unknown_top)}; expected [models.NAME]"
+        )
+    models = data.get("models", {})
+    if not isinstance(models, dict) or not models:
+        raise ToolUsageError(f"{where}: needs at least one [models.NAME] table")
+    specs = []
+    for name, table in models.items():
+        if not isinstance(table, dict):
+            raise ToolUsageError(f"{where}: models.{name} must be a table")
+        unknown = set(table) - _SPEC_KEYS
+        if unknown:
+            raise ToolUsageError(
+                f"{where}: models.{name} has unknown key(s) {sorted(unknown)}; known: {sorted(_SPEC_KEYS)}"
+            )
+        if "model" not in table:
+            raise ToolUsageError(f"{where}: models.{name} needs model = '<litellm model>'")
+        try:
+            specs.append(ModelSpec(name=name, **table))
+        except TypeError as exc:
+            raise ToolUsageError(f"{where}: models.{name}: {exc}") from None
+    return specs

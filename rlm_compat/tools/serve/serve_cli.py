@@ -1,0 +1,205 @@
+"""The ``serve`` subcommand: flags to a ServerConfig, then the aiohttp server until Ctrl-C / SIGTERM."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import gc
+import logging
+import signal
+import sys
+from typing import Any
+
+from ...config import ISOLATIONS
+from ...errors import ConfigurationError
+from ..tool_errors import ToolUsageError
+from ._models import CLIENTS, ModelRegistry, ModelSpec
+from ._protocol import ServeLimits
+
+__all__ = ["register"]
+
+
+def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add ``serve`` (no heavy imports: the parser is built on every command)."""
+    p = commands.add_parser(
+        "serve",
+        help="serve RLMs through an OpenAI-compatible chat-completions endpoint",
+        description=(
+            "Answer POST /v1/chat/completions and GET /v1/models with RLM runs: the request's model "
+            "names the RLM (rlm:<litellm model> or a --config name), the last user message is the "
+            "query, the context comes in the 'rlm' extension field, as named documents, or as the "
+            "earlier messages. Binds 127.0.0.1 unless told otherwise. See docs/serve.md."
+        ),
+    )
+    p.add_argument(
+        "--host", default="127.0.0.1", help="address to bind (default 127.0.0.1: this machine only)"
+    )
+    p.add_argument("--port", type=int, default=8000, help="port (default 8000; 0: any free port, printed)")
+    p.add_argument(
+        "--api-key-env", metavar="VAR", help="require 'Authorization: Bearer <$VAR>' on every request"
+    )
+    models = p.add_argument_group("models")
+    models.add_argument("--config", metavar="TOML", help="per-model config file ([models.NAME] tables)")
+    models.add_argument(
+        "--model",
+        action="append",
+        default=[],
+        metavar="LITELLM_MODEL",
+        help="serve rlm:LITELLM_MODEL (repeatable)",
+    )
+    models.add_argument(
+        "--allow-model",
+        action="append",
+        default=[],
+        metavar="GLOB",
+        help="also serve rlm:<any model matching GLOB>",
+    )
+    models.add_argument("--recursive-model", help="model of sub-calls for rlm: models (default: the root's)")
+    models.add_argument("--api-base", help="provider base URL for rlm: models")
+    models.add_argument(
+        "--provider-key-env", metavar="VAR", help="environment variable with the provider key"
+    )
+    models.add_argument("--profile", default="fixed", help="fixed (default) or upstream")
+    models.add_argument("--max-depth", type=int, default=None)
+    models.add_argument("--max-iterations", type=int, default=30)
+    models.add_argument("--isolation", choices=ISOLATIONS, default=None)
+    models.add_argument("--repl-timeout", type=float, default=5.0)
+    models.add_argument(
+        "--provider-timeout", type=float, default=None, help="seconds one provider request may take"
+    )
+    models.add_argument(
+        "--client",
+        choices=CLIENTS,
+        default="litellm",
+        help="how rlm: models call the provider: litellm (default, any provider) or openai-compatible "
+        "(the lean path for OpenAI-compatible endpoints: faster, no cost figures)",
+    )
+    models.add_argument("--max-retries", type=int, default=None, help="retries of transient provider errors")
+    limits = p.add_argument_group("limits (a request may lower the per-run ones in its 'rlm' field)")
+    defaults = ServeLimits()
+    limits.add_argument("--max-concurrent", type=int, default=defaults.max_concurrent, help="runs at once")
+    limits.add_argument("--max-queue", type=int, default=defaults.max_queue, help="runs waiting; 429 beyond")
+    limits.add_argument(
+        "--queue-timeout", type=float, default=defaults.queue_timeout, help="seconds a run may wait"
+    )
+    limits.add_argument("--max-body-bytes", type=int, default=defaults.max_body_bytes)
+    limits.add_argument("--max-context-chars", type=int, default=defaults.max_context_chars)
+    limits.add_argument("--max-calls", type=int, default=defaults.max_calls, help="model calls per run")
+    limits.add_argument("--max-tokens", type=int, default=defaults.max_tokens, help="tokens per run")
+    limits.add_argument("--max-cost", type=float, default=defaults.max_cost_usd, help="USD per run")
+    limits.add_argument("--max-seconds", type=float, default=defaults.max_seconds, help="wall time per run")
+    out = p.add_argument_group("records")
+    out.add_argument(
+        "--documents-root", metavar="DIR", help="directory whose files requests may name as context"
+    )
+    out.add_argument("--trajectory-dir", metavar="DIR", help="write each run's trajectory as <run id>.jsonl")
+    out.add_argument("--redact-trajectories", action="store_true", help="trajectories keep text lengths only")
+    out.add_argument("--log-level", default="INFO", choices=("DEBUG", "INFO", "WARNING", "ERROR"))
+    p.set_defaults(handler=serve_command)
+
+
+def build_config(args: argparse.Namespace) -> Any:
+    """The ServerConfig the flags describe (ToolUsageError for a bad combination)."""
+    from ._app import ServerConfig
+
+    template = ModelSpec(
+        name="rlm:template",
+        model="template",
+        recursive_model=args.recursive_model,
+        api_base=args.api_base,
+        api_key_env=args.provider_key_env,
+        profile=args.profile,
+        max_depth=args.max_depth,
+        max_iterations=args.max_iterations,
+        isolation=args.isolation,
+        repl_timeout=args.repl_timeout,
+        max_retries=args.max_retries,
+        request_timeout=args.provider_timeout,
+        client=args.client,
+    )
+    kwargs: dict[str, Any] = {"template": template, "roots": args.model, "allow": args.allow_model}
+    registry = ModelRegistry.from_toml(args.config, **kwargs) if args.config else ModelRegistry(**kwargs)
+    limits = ServeLimits(
+        max_body_bytes=args.max_body_bytes,
+        max_context_chars=args.max_context_chars,
+        max_calls=args.max_calls,
+        max_tokens=args.max_tokens,
+        max_cost_usd=args.max_cost,
+        max_seconds=args.max_seconds,
+        max_concurrent=args.max_concurrent,
+        max_queue=args.max_queue,
+        queue_timeout=args.queue_timeout,
+    )
+    return ServerConfig(
+        registry=registry,
+        limits=limits,
+        api_key_env=args.api_key_env,
+        documents_root=args.documents_root,
+        trajectory_dir=args.trajectory_dir,
+        redact_trajectories=args.redact_trajectories,
+    )
+
+
+def serve_command(args: argparse.Namespace) -> int:
+    """Run the server until interrupted; exit 2 for a bad configuration."""
+    try:
+        from aiohttp import web  # noqa: F401
+    except ImportError:
+        print("rlm-compat serve: needs the 'serve' extra: pip install 'rlm-compat[serve]'", file=sys.stderr)
+        return 2
+    try:
+        config = build_config(args)
+    except (ConfigurationError, ToolUsageError) as exc:
+        print(f"rlm-compat serve: {exc}", file=sys.stderr)
+        return 2
+    from ..._lazy import ensure_offline_litellm
+
+    ensure_offline_litellm()
+    try:
+        asyncio.run(_serve(config, args.host, args.port, args.log_level))
+    except (ConfigurationError, ToolUsageError) as exc:
+        print(f"rlm-compat serve: {exc}", file=sys.stderr)
+        return 2
+    except OSError as exc:
+        print(f"rlm-compat serve: cannot listen on {args.host}:{args.port}: {exc}", file=sys.stderr)
+        return 2
+    # The process is ending: its final garbage collection would walk litellm's whole object graph
+    # for seconds; what exit-time cleanup there is (atexit: the REPL's fork server) still runs.
+    gc.freeze()
+    return 0
+
+
+async def _serve(config: Any, host: str, port: int, level: str) -> None:
+    from aiohttp import web
+
+    from ._app import RedactingFormatter, create_app
+
+    app = create_app(config)
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(
+        RedactingFormatter(app["rlm_server"].redact, "%(asctime)s %(levelname)s %(message)s")
+    )
+    logger = logging.getLogger("rlm_compat.tools.serve")
+    logger.addHandler(handler)
+    logger.setLevel(level)
+    logger.propagate = False
+    # runs in flight get 5 s to finish on SIGTERM; then they are cancelled (their workers killed)
+    runner = web.AppRunner(app, handler_cancellation=True, access_log=None, shutdown_timeout=5.0)
+    await runner.setup()
+    site = web.TCPSite(runner, host, port, backlog=1024)
+    await site.start()
+    app["rlm_server"].preload()
+    server = site._server
+    bound = [s.getsockname()[:2] for s in getattr(server, "sockets", None) or ()]
+    for address in bound:
+        print(
+            f"rlm-compat serve: listening on http://{address[0]}:{address[1]}/v1", file=sys.stderr, flush=True
+        )
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    try:
+        await stop.wait()
+    finally:
+        await runner.cleanup()
