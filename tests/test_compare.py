@@ -19,7 +19,7 @@ from rlm_compat.tools.research.base import Grade, RunRecord, RunSpec, TaskInstan
 from rlm_compat.tools.research.comparison import run_grid
 from rlm_compat.tools.research.executors import LocalExecutor, RayExecutor, executor_from_spec
 from rlm_compat.tools.research.grid import GridError, GridJob, RunLog, expand_configs, plan, trajectory_name
-from rlm_compat.tools.research.registry import resolve_suite
+from rlm_compat.tools.research.suite_registry import resolve_suite
 from rlm_compat.tools.research.tables import markdown, summarize
 
 SUITE = "compare_suite:needle_suite"

@@ -128,7 +128,7 @@ def _compare(args: argparse.Namespace) -> int:
     from .executors import executor_from_spec
     from .grid import GridJob, expand_configs, plan
     from .impls import CANNOT_START, impl_config
-    from .registry import resolve_policy, resolve_suite
+    from .suite_registry import resolve_policy, resolve_suite
 
     if not args.time_limit > 0:
         raise ToolUsageError(f"--time-limit must be a number of seconds > 0, not {args.time_limit}")
