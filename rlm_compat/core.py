@@ -60,7 +60,7 @@ from .options import check_call_options, split_rlm_options
 from .profiles import Profile, resolve_profile
 from .prompts import build_system_prompt
 from .record import CompletionResult, FailedCompletionResult, Observer, Run, RunBudget, RunResult, TreeStats
-from .record.config import messages_digest, run_config
+from .record.run_config import messages_digest, run_config
 from .record.shape_v050 import ReleaseShaper
 from .record.trajectory import TrajectoryWriter
 from .repl import REPLError, REPLExecutor

@@ -171,7 +171,7 @@ def test_cli_passes_arguments_after_double_dash_to_pytest(
 
 def test_rlm_takes_the_release_repl_keywords() -> None:
     from rlm_compat import RLM
-    from rlm_compat.record.config import run_config
+    from rlm_compat.record.run_config import run_config
 
     rlm = RLM(
         "m",
