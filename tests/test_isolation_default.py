@@ -231,7 +231,7 @@ def test_rlm_feeds_the_error_back_and_goes_on(name: str) -> None:
         ]
     )
     rlm = RLM("scripted", client=client, repl_timeout=case.timeout)
-    assert rlm.repl.isolation == "process"
+    assert rlm.repl_config.isolation == "process"
     assert rlm.complete("q", "ctx") == "ok"
     error = client.calls[2].messages[-1]["content"]
     assert error.startswith("Error: Execution error: ") and re.search(case.text, error), error

@@ -129,5 +129,6 @@ def test_presets_are_frozen_data() -> None:
 
 def test_child_rlm_inherits_options() -> None:
     rlm = RLM("m", api="0.5", temperature=0)
-    child = rlm._child()
+    child = rlm.settings.child()
     assert child.api is rlm.api and child.llm_kwargs == {"temperature": 0}
+    assert (child.depth, child.model, child.final_answer_validator) == (1, rlm.recursive_model, None)

@@ -9,6 +9,8 @@ placed in the namespace.
 
 from __future__ import annotations
 
+from .fences import fenced_blocks
+from .hardening import available_layers
 from .hostcall import HostCall, host_call
 
-__all__ = ["HostCall", "host_call"]
+__all__ = ["HostCall", "available_layers", "fenced_blocks", "host_call"]
