@@ -65,6 +65,7 @@ class RLM:
     api_key = Setting(lambda s: s.api_key)
     max_depth = Setting(lambda s: s.max_depth)
     max_iterations = Setting(lambda s: s.max_iterations)
+    recursive_max_iterations = Setting(lambda s: s.recursive_max_iterations)
     _current_depth = Setting(lambda s: s.depth)
     api = Setting(lambda s: s.api)
     llm_kwargs = Setting(lambda s: dict(s.llm_kwargs))
@@ -122,6 +123,7 @@ class RLM:
         repl_memory_limit_mb: int | None = None,
         repl_cpu_time_limit_seconds: int | None = None,
         repl_max_open_files: int | None = None,
+        recursive_max_iterations: int | None = None,
         **llm_kwargs: Any,
     ) -> None:
         """Same positional parameters as upstream; keyword-only additions default to its behaviour.
@@ -152,8 +154,10 @@ class RLM:
         every attempt is a counted, budgeted, recorded call (the SDK's own retries are off).
         ``final_answer_validator(answer)`` checks the root's final answer: None accepts it, a
         non-empty string rejects it and is shown to the model, which continues (child RLMs are
-        not validated). ``completion_handler``: an async callable called instead of
-        ``litellm.acompletion`` (same keywords, same response shape).
+        not validated). ``recursive_max_iterations``: the iteration limit of child RLMs (None:
+        ``max_iterations``), so sub-tasks can be held shorter than the root.
+        ``completion_handler``: an async callable called instead of ``litellm.acompletion``
+        (same keywords, same response shape).
 
         recursive-llm 0.5.0's REPL keywords: ``repl_memory_limit_mb``,
         ``repl_cpu_time_limit_seconds``, ``repl_max_open_files`` replace the matching

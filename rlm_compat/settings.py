@@ -10,6 +10,7 @@ every constructor keyword once; the option tables of :mod:`rlm_compat.options` a
 from __future__ import annotations
 
 import dataclasses
+import math
 import os
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Generic, TypeVar, overload
@@ -31,34 +32,55 @@ _T = TypeVar("_T")
 
 @dataclasses.dataclass(frozen=True)
 class Parameter:
-    """One ``RLM(...)`` keyword: what it does, and the release that brought it (None: 2fb46cc or ours)."""
+    """One ``RLM(...)`` keyword: what it does, the release that brought it (None: 2fb46cc or ours),
+    and what the run record's ``config`` keeps of it (``record``; None: nothing, e.g. a credential,
+    a callable, or a keyword folded into another's record)."""
 
     doc: str
     release: str | None = None
+    record: Callable[[Settings], Any] | None = None
 
 
 _050 = "0.5.0"
 
+
+def _timeout(settings: Settings) -> float | None:
+    timeout = settings.repl.timeout
+    return None if math.isinf(timeout) else timeout
+
+
 PARAMETERS: Mapping[str, Parameter] = {
-    "model": Parameter("the model of the root RLM"),
-    "recursive_model": Parameter("the model of child RLMs and plain sub-calls"),
-    "api_base": Parameter("the provider's base URL"),
+    "model": Parameter("the model of the root RLM", record=lambda s: s.model),
+    "recursive_model": Parameter(
+        "the model of child RLMs and plain sub-calls", record=lambda s: s.recursive_model
+    ),
+    "api_base": Parameter("the provider's base URL", record=lambda s: s.api_base),
     "api_key": Parameter("the provider's key (never recorded)"),
-    "max_depth": Parameter("how deep RLMs may nest"),
-    "max_iterations": Parameter("model calls of one node before MaxIterationsError"),
-    "_current_depth": Parameter("this RLM's depth in its tree"),
-    "profile": Parameter("the behaviour profile: fixed or upstream"),
-    "prompt_version": Parameter("which release's system prompt"),
-    "client": Parameter("where model calls go (an LLMClient)"),
-    "repl_timeout": Parameter("seconds one REPL step may run"),
-    "max_output_chars": Parameter("the most REPL output shown to the model per step"),
-    "isolation": Parameter("inline or process REPL"),
+    "max_depth": Parameter("how deep RLMs may nest", record=lambda s: s.max_depth),
+    "max_iterations": Parameter(
+        "model calls of one node before MaxIterationsError", record=lambda s: s.max_iterations
+    ),
+    "recursive_max_iterations": Parameter(
+        "model calls of one child RLM before MaxIterationsError (None: max_iterations)",
+        record=lambda s: s.recursive_max_iterations,
+    ),
+    "_current_depth": Parameter("this RLM's depth in its tree (recorded as depth)"),
+    "profile": Parameter("the behaviour profile: fixed or upstream", record=lambda s: s.profile.name),
+    "prompt_version": Parameter("which release's system prompt", record=lambda s: s.effective_prompt_version),
+    "client": Parameter("where model calls go (an LLMClient; its type is recorded as client)"),
+    "repl_timeout": Parameter("seconds one REPL step may run", record=_timeout),
+    "max_output_chars": Parameter(
+        "the most REPL output shown to the model per step", record=lambda s: s.repl.max_output_chars
+    ),
+    "isolation": Parameter("inline or process REPL", record=lambda s: str(s.repl.isolation)),
     "limits": Parameter("the REPL's resource limits"),
     "repl_config": Parameter("the REPL's whole configuration"),
     "on_event": Parameter("a callback for each trajectory event"),
     "observers": Parameter("callbacks for each trajectory event"),
     "trajectory_path": Parameter("where each run's events are written as JSON lines"),
-    "repl_max_snapshot_bytes": Parameter("the most REPL state copied back from the worker per step", _050),
+    "repl_max_snapshot_bytes": Parameter(
+        "the most REPL state copied back from the worker per step", _050, lambda s: s.repl_max_snapshot_bytes
+    ),
     "repl_memory_limit_mb": Parameter(
         "the REPL worker's memory limit (here: limits=Limits(memory_mb=...))", _050
     ),
@@ -68,15 +90,33 @@ PARAMETERS: Mapping[str, Parameter] = {
     "repl_max_open_files": Parameter(
         "the REPL worker's file limit (here: limits=Limits(open_files=...))", _050
     ),
-    "max_concurrent_subcalls": Parameter("how many batched sub-calls run at once", _050),
-    "max_total_calls": Parameter("a budget: the most model calls of one run's whole tree", _050),
-    "max_total_tokens": Parameter("a budget: the most tokens of one run's whole tree", _050),
-    "max_total_cost_usd": Parameter("a budget: the most estimated cost of one run's whole tree", _050),
-    "max_elapsed_seconds": Parameter("a budget: the longest wall time of one run", _050),
-    "max_retries": Parameter("retries of a failed model call", _050),
-    "retry_backoff_seconds": Parameter("the first delay between retries", _050),
-    "final_answer_validator": Parameter("a check that may reject a final answer", _050),
-    "capture_trajectory_content": Parameter("whether trajectory events keep prompts and answers", _050),
+    "max_concurrent_subcalls": Parameter(
+        "how many batched sub-calls run at once", _050, lambda s: s.max_concurrent_subcalls
+    ),
+    "max_total_calls": Parameter(
+        "a budget: the most model calls of one run's whole tree", _050, lambda s: s.budget.max_calls
+    ),
+    "max_total_tokens": Parameter(
+        "a budget: the most tokens of one run's whole tree", _050, lambda s: s.budget.max_tokens
+    ),
+    "max_total_cost_usd": Parameter(
+        "a budget: the most estimated cost of one run's whole tree", _050, lambda s: s.budget.max_cost_usd
+    ),
+    "max_elapsed_seconds": Parameter(
+        "a budget: the longest wall time of one run", _050, lambda s: s.budget.max_elapsed_seconds
+    ),
+    "max_retries": Parameter("retries of a failed model call", _050, lambda s: s.retry.max_retries),
+    "retry_backoff_seconds": Parameter(
+        "the first delay between retries", _050, lambda s: s.retry.backoff_seconds
+    ),
+    "final_answer_validator": Parameter(
+        "a check that may reject a final answer (recorded: whether one is set)",
+        _050,
+        lambda s: s.final_answer_validator is not None,
+    ),
+    "capture_trajectory_content": Parameter(
+        "whether trajectory events keep prompts and answers", _050, lambda s: s.capture_trajectory_content
+    ),
     "event_handler": Parameter("a callback for each trajectory event", _050),
     "completion_handler": Parameter("a replacement for litellm.acompletion", _050),
 }
@@ -110,6 +150,7 @@ class Settings:
     api_key: str | None
     max_depth: int
     max_iterations: int
+    recursive_max_iterations: int | None
     depth: int
     api: ApiSemantics
     llm_kwargs: Mapping[str, Any]
@@ -140,8 +181,15 @@ class Settings:
 
     def child(self) -> Settings:
         """One level deeper on the recursive model; the root's answer validator stays with the root."""
+        iterations = (
+            self.max_iterations if self.recursive_max_iterations is None else self.recursive_max_iterations
+        )
         return dataclasses.replace(
-            self, model=self.recursive_model, depth=self.depth + 1, final_answer_validator=None
+            self,
+            model=self.recursive_model,
+            depth=self.depth + 1,
+            max_iterations=iterations,
+            final_answer_validator=None,
         )
 
 
@@ -180,6 +228,7 @@ def build_settings(
     repl_memory_limit_mb: int | None,
     repl_cpu_time_limit_seconds: int | None,
     repl_max_open_files: int | None,
+    recursive_max_iterations: int | None,
 ) -> Settings:
     """Check every argument once (ConfigurationError naming the keyword) and fill the preset's defaults."""
     if not isinstance(model, str) or not model:
@@ -194,6 +243,8 @@ def build_settings(
         ("max_output_chars", max_output_chars, least),
         ("_current_depth", _current_depth, 0),
     )
+    if recursive_max_iterations is not None:
+        _check_ints(("recursive_max_iterations", recursive_max_iterations, least))
     resources = _resource_limits(repl_memory_limit_mb, repl_cpu_time_limit_seconds, repl_max_open_files)
     snapshot = check_snapshot_bytes(
         "repl_max_snapshot_bytes",
@@ -228,6 +279,7 @@ def build_settings(
         api_key=api_key,
         max_depth=max_depth,
         max_iterations=max_iterations,
+        recursive_max_iterations=recursive_max_iterations,
         depth=_current_depth,
         api=api,
         llm_kwargs=dict(llm_kwargs),

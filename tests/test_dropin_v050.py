@@ -194,7 +194,9 @@ def test_rlm_takes_the_release_repl_keywords(monkeypatch: pytest.MonkeyPatch) ->
             opened.append(self)
 
     monkeypatch.setattr(rlm_compat.core, "REPLExecutor", Recorded)
-    ran = RLM("m", api="0.5", client=ScriptedClient(['FINAL("x")']), repl_max_open_files=64, isolation="inline")
+    ran = RLM(
+        "m", api="0.5", client=ScriptedClient(['FINAL("x")']), repl_max_open_files=64, isolation="inline"
+    )
     assert ran.complete("q", "c") == "x"
     assert [r.config.limits for r in opened] == [ran.repl_config.limits]
     base = Limits(memory_mb=100, reply_bytes=4096)

@@ -12,15 +12,12 @@ from __future__ import annotations
 
 import hashlib
 import json
-import math
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ..clients import jsonable as _jsonable
+from ..settings import PARAMETERS, Settings
 from ..types import Message
-
-if TYPE_CHECKING:  # the settings module imports the record package; at run time no import is needed
-    from ..settings import Settings
 
 __all__ = ["messages_digest", "run_config"]
 
@@ -28,34 +25,18 @@ _SECRET_WORDS = ("key", "token", "secret", "password", "authorization", "header"
 
 
 def run_config(settings: Settings, client: Any) -> dict[str, Any]:
-    """The RLM's ``settings`` (and its ``client``'s type) as JSON-ready data, credentials left out."""
-    timeout = settings.repl.timeout
-    budget = settings.budget
-    isolation = str(settings.repl.isolation)
+    """The RLM's ``settings`` (and its ``client``'s type) as JSON-ready data, credentials left out.
+
+    One key per constructor keyword that :data:`~rlm_compat.settings.PARAMETERS` says to record,
+    plus what no single keyword holds: the node's depth, the API preset, the workers' hardening
+    layers, the client's type and the model-call options.
+    """
+    config = {name: p.record(settings) for name, p in PARAMETERS.items() if p.record is not None}
     return {
-        "model": settings.model,
-        "recursive_model": settings.recursive_model,
-        "api_base": settings.api_base,
-        "max_depth": settings.max_depth,
-        "max_iterations": settings.max_iterations,
+        **config,
         "depth": settings.depth,
-        "profile": settings.profile.name,
         "api": settings.api.name,
-        "prompt_version": settings.effective_prompt_version,
-        "isolation": isolation,
-        "hardening": _hardening(isolation),
-        "repl_timeout": None if math.isinf(timeout) else timeout,
-        "max_output_chars": settings.repl.max_output_chars,
-        "max_total_calls": budget.max_calls,
-        "max_total_tokens": budget.max_tokens,
-        "max_total_cost_usd": budget.max_cost_usd,
-        "max_elapsed_seconds": budget.max_elapsed_seconds,
-        "max_concurrent_subcalls": settings.max_concurrent_subcalls,
-        "max_retries": settings.retry.max_retries,
-        "retry_backoff_seconds": settings.retry.backoff_seconds,
-        "repl_max_snapshot_bytes": settings.repl_max_snapshot_bytes,
-        "capture_trajectory_content": settings.capture_trajectory_content,
-        "final_answer_validator": settings.final_answer_validator is not None,
+        "hardening": _hardening(str(settings.repl.isolation)),
         "client": type(client).__name__,
         "llm_kwargs": {
             k: v
