@@ -87,6 +87,8 @@ class RLM:
     observers = Setting(lambda s: list(s.observers))
     trajectory_path = Setting(lambda s: s.trajectory_path)
 
+    # Over 80 lines for a reason: the signature is the public API (upstream's positional parameters,
+    # then one keyword per PARAMETERS row) and the docstring documents each; the body is 15 lines.
     def __init__(
         self,
         model: str,

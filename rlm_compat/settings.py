@@ -193,6 +193,8 @@ class Settings:
         )
 
 
+# Over 80 lines for a reason: one keyword per RLM parameter (the constructor passes them all by
+# name), each checked once, in the order the constructor always checked them.
 def build_settings(
     *,
     api: ApiSemantics,
