@@ -6,11 +6,12 @@ client; the loop itself is :mod:`rlm_compat._loop`, which never sees this class.
 ``rlm_compat.core.litellm`` is the patch point upstream's tests use
 (``patch("rlm.core.litellm.acompletion")``); it is a lazy module, so importing this package does
 not import litellm. ``rlm_compat.core.REPLExecutor`` is read when a node opens its REPL, so a test
-that patches it there (0.5.0's do) takes effect.
+that patches it there (0.5.0's do) takes effect; so is ``asyncio.sleep`` between retries.
 """
 
 from __future__ import annotations
 
+import asyncio  # noqa: F401  # patch point: 0.5.0's tests patch rlm.core.asyncio.sleep
 import copy
 import os
 from collections.abc import Awaitable, Callable, Iterable
@@ -84,7 +85,6 @@ class RLM:
     repl_resource_limits = Setting(lambda s: s.repl_resource_limits)
     capture_trajectory_content = Setting(lambda s: s.capture_trajectory_content)
     final_answer_validator = Setting(lambda s: s.final_answer_validator)
-    observers = Setting(lambda s: list(s.observers))
     trajectory_path = Setting(lambda s: s.trajectory_path)
 
     # Over 80 lines for a reason: the signature is the public API (upstream's positional parameters,
@@ -183,7 +183,12 @@ class RLM:
         )
         if client is None and completion_handler is None and isinstance(litellm, LazyModule):
             litellm.prefetch()  # the first model call then finds litellm imported (issue 26)
-        self._engine = Engine(self.settings, self.client, repl_factory=_repl_executor)
+        self.observers: list[Observer] = list(self.settings.observers)
+        """Called with every event of each run; appendable after construction (the CLI adds its
+        progress display this way)."""
+        self._engine = Engine(
+            self.settings, self.client, repl_factory=_repl_executor, observers=self.observers
+        )
         self.last_run: RunResult | None = None
         self._last_messages: list[Message] = []
 

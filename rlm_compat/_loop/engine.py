@@ -15,7 +15,7 @@ from ..clients import LLMClient
 from ..errors import BudgetExceededError, MaxDepthError
 from ..events import RlmFailed, RlmFinished, RlmStarted, RunFailed, RunFinished, RunStarted
 from ..prompts import build_system_prompt
-from ..record import CompletionResult, FailedCompletionResult, Run, RunResult
+from ..record import CompletionResult, FailedCompletionResult, Observer, Run, RunResult
 from ..record.run_config import run_config
 from ..record.shape_v050 import ReleaseShaper
 from ..record.trajectory import TrajectoryWriter
@@ -40,7 +40,11 @@ RunEnd = Callable[[RunResult, list[Message]], None]
 
 
 class Engine:
-    """Runs RLM nodes with ``settings`` through ``client``; ``tally`` counts this node level's calls."""
+    """Runs RLM nodes with ``settings`` through ``client``; ``tally`` counts this node level's calls.
+
+    ``observers``: who hears each root run's events (default: the settings'); a live list, so an
+    observer added to it later hears the runs that start after.
+    """
 
     def __init__(
         self,
@@ -50,8 +54,10 @@ class Engine:
         repl_factory: ReplFactory,
         tally: Tally | None = None,
         resolver: FinalResolver | None = None,
+        observers: list[Observer] | None = None,
     ) -> None:
         self.settings, self.client, self.repl_factory = settings, client, repl_factory
+        self.observers = list(settings.observers) if observers is None else observers
         self.tally = Tally() if tally is None else tally
         self.resolver = choose_resolver(settings.profile, settings.api) if resolver is None else resolver
         self.caller = ModelCaller(settings, client, self.tally)
@@ -74,7 +80,7 @@ class Engine:
             attempts = 1 + settings.retry.max_retries
             shape = ReleaseShaper(capture=settings.capture_trajectory_content, max_attempts=attempts)
         return Run(
-            budget=settings.budget.start(), observers=list(settings.observers), trajectory=writer, shape=shape
+            budget=settings.budget.start(), observers=self.observers, trajectory=writer, shape=shape
         )
 
     async def run(
