@@ -79,9 +79,7 @@ class Engine:
         if settings.api.trajectory_shape == "0.5":
             attempts = 1 + settings.retry.max_retries
             shape = ReleaseShaper(capture=settings.capture_trajectory_content, max_attempts=attempts)
-        return Run(
-            budget=settings.budget.start(), observers=self.observers, trajectory=writer, shape=shape
-        )
+        return Run(budget=settings.budget.start(), observers=self.observers, trajectory=writer, shape=shape)
 
     async def run(
         self, query: str, context: str, kwargs: dict[str, Any], *, return_failure: bool, on_end: RunEnd
