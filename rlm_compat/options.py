@@ -33,6 +33,7 @@ from typing import Any
 
 from .compat import ApiSemantics, resolve_api
 from .errors import ConfigurationError, UnknownOptionWarning, UnsupportedOptionError
+from .settings import PARAMETERS
 
 __all__ = [
     "OWN_OPTIONS",
@@ -47,29 +48,9 @@ __all__ = [
 PROVIDER_OPTIONS_KEYWORD = "provider_options"
 API_KEYWORD = "api"
 
-OWN_OPTIONS: frozenset[str] = frozenset(
-    {
-        "model",
-        "recursive_model",
-        "api_base",
-        "api_key",
-        "max_depth",
-        "max_iterations",
-        "_current_depth",
-        "profile",
-        "prompt_version",
-        "client",
-        "repl_timeout",
-        "max_output_chars",
-        "isolation",
-        "limits",
-        "repl_config",
-        "on_event",
-        "observers",
-        "trajectory_path",
-    }
-)
-"""``RLM.__init__``'s own parameters (they never reach this module; listed for "did you mean")."""
+OWN_OPTIONS: frozenset[str] = frozenset(PARAMETERS)
+"""``RLM.__init__``'s own parameters (they never reach this module; listed for "did you mean"),
+derived from :data:`rlm_compat.settings.PARAMETERS`."""
 
 PROVIDER_OPTIONS: frozenset[str] = frozenset(
     {
@@ -123,24 +104,11 @@ PROVIDER_OPTIONS: frozenset[str] = frozenset(
 signature in the tests; names outside it are litellm's ``**kwargs`` it documents)."""
 
 RELEASE_050_OPTIONS: Mapping[str, str] = {
-    "repl_max_snapshot_bytes": "the most REPL state copied back from the worker per step",
-    "repl_memory_limit_mb": "the REPL worker's memory limit (here: limits=Limits(memory_mb=...))",
-    "repl_cpu_time_limit_seconds": "the REPL worker's CPU limit (here: limits=Limits(cpu_seconds=...))",
-    "repl_max_open_files": "the REPL worker's file limit (here: limits=Limits(open_files=...))",
-    "max_concurrent_subcalls": "how many batched sub-calls run at once",
-    "max_total_calls": "a budget: the most model calls of one run's whole tree",
-    "max_total_tokens": "a budget: the most tokens of one run's whole tree",
-    "max_total_cost_usd": "a budget: the most estimated cost of one run's whole tree",
-    "max_elapsed_seconds": "a budget: the longest wall time of one run",
-    "max_retries": "retries of a failed model call",
-    "retry_backoff_seconds": "the first delay between retries",
-    "final_answer_validator": "a check that may reject a final answer",
-    "capture_trajectory_content": "whether trajectory events keep prompts and answers",
-    "event_handler": "a callback for each trajectory event",
-    "completion_handler": "a replacement for litellm.acompletion",
+    name: parameter.doc for name, parameter in PARAMETERS.items() if parameter.release == "0.5.0"
 }
-"""recursive-llm 0.5.0's ``RLM`` keywords and what each one does. Those this build's ``RLM`` takes
-as parameters never reach :func:`split_rlm_options`; any that does is not implemented here."""
+"""recursive-llm 0.5.0's ``RLM`` keywords and what each one does (derived from
+:data:`rlm_compat.settings.PARAMETERS`). This build's ``RLM`` takes every one of them as a
+parameter; passed per model call (``complete(..., max_retries=3)``) one is refused with this text."""
 
 
 SDK_RETRY_OPTIONS: frozenset[str] = frozenset({"num_retries", "max_retries"})

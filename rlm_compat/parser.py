@@ -5,26 +5,22 @@ Two parsers live here. The module-level ``extract_final``, ``extract_final_var``
 drop-in users call ``rlm.parser`` directly and benchmarks scored with it must not move.
 
 The fixed parser (:func:`resolve_final`, used by profile ``fixed`` after the response's code ran)
-follows Python's own rules instead: a directive is a statement, its argument is read by ``ast`` (so
-escapes, raw, triple-quoted and implicitly concatenated strings mean what Python says), and a run
-ends only when the model clearly meant it to. The rules, in short (docs/parser.md has the table):
+follows Python's own rules instead: a directive is a statement, its argument is read by ``ast``, and
+a run ends only when the model clearly meant it to (docs/parser.md has the table):
 
 * Fenced blocks (```` ``` ```` or ``~~~``, any info string) are code: a directive counts when it is the
   first token of a logical line, no deeper indented than the block's first line (so ``if ok:
-  FINAL(x)`` and function bodies, which may not have run, never end a run). Text inside strings and
-  comments is ignored; a closing fence inside a triple-quoted string does not end the block.
-* Outside fences (prose, or an unfenced response) a directive counts only when it starts a line at
-  column 0, so ``use FINAL("answer")`` in a sentence, `` `FINAL(x)` `` and indented lines are examples,
-  not answers. Its argument may span lines like a Python call; a fence line ends it.
-* The first complete directive (its parenthesis closed) decides: an answer, or feedback telling the
-  model why it did not end the run. With none complete, the first unclosed one gets feedback.
-* ``FINAL("text")`` answers the literal's value exactly (no stripping); another literal answers
-  ``str(value)`` like the REPL's callable ``FINAL``; a bare name ``FINAL(x)`` and ``FINAL_VAR(x)`` /
-  ``FINAL_VAR("x")`` answer ``str(env[x])``; anything else (calls, f-strings, bytes) gets feedback.
+  FINAL(x)`` and function bodies, which may not have run, never end a run). Strings and comments are
+  ignored; a closing fence inside a triple-quoted string does not end the block.
+* Outside fences a directive counts only when it starts a line at column 0 (``use FINAL("answer")``
+  in a sentence, `` `FINAL(x)` `` and indented lines are examples); a fence line ends its argument.
+* The first complete directive decides: an answer, or feedback telling the model why it did not end
+  the run. With none complete, the first unclosed one gets feedback.
+* ``FINAL("text")`` answers the literal's value exactly; another literal ``str(value)``; ``FINAL(x)``
+  and ``FINAL_VAR(x)`` / ``FINAL_VAR("x")`` answer ``str(env[x])``; anything else gets feedback.
 
-Scanning is linear in the response length: one forward pass, regex searches only for single
-character classes (no backtracking), and ``ast`` only sees a closed directive whose argument is flat
-or short (deep expressions crash CPython 3.10's parser).
+Scanning is linear in the response length: one forward pass, regexes that never backtrack, and
+``ast`` only for a closed directive whose argument is flat or short (deep ones crash 3.10's parser).
 """
 
 from __future__ import annotations
@@ -194,12 +190,8 @@ def missing_variable_error(name: str, env: Mapping[str, Any]) -> FinalVarMissing
 
 
 def user_variables(env: Mapping[str, Any]) -> list[str]:
-    """Names worth listing to the model: data the user created or was given.
-
-    Private names, modules and callables (host functions such as ``recursive_llm`` or ``FINAL``,
-    and functions the model defined, which FINAL_VAR would only print as ``<function ...>``) are
-    left out.
-    """
+    """Names worth listing to the model: data the user created or was given (not private names,
+    modules, host functions or the model's functions, which FINAL_VAR would print as ``<function>``)."""
     names = []
     for name, value in env.items():
         if not isinstance(name, str) or name.startswith("_"):

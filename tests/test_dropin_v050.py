@@ -170,9 +170,11 @@ def test_cli_passes_arguments_after_double_dash_to_pytest(
         main(["profiles", "--", "-x"])
 
 
-def test_rlm_takes_the_release_repl_keywords() -> None:
+def test_rlm_takes_the_release_repl_keywords(monkeypatch: pytest.MonkeyPatch) -> None:
+    import rlm_compat.core
     from rlm_compat import RLM
-    from rlm_compat.record.config import run_config
+    from rlm_compat.clients import ScriptedClient
+    from rlm_compat.record.run_config import run_config
 
     rlm = RLM(
         "m",
@@ -183,9 +185,21 @@ def test_rlm_takes_the_release_repl_keywords() -> None:
         repl_max_snapshot_bytes=2048,
     )
     assert rlm.repl_config.limits == Limits().replace(memory_mb=512, cpu_seconds=10, open_files=64)
-    assert rlm.repl.config.limits == rlm.repl_config.limits
     assert rlm.repl_resource_limits == WorkerResourceLimits(512, 10, 64)
-    assert run_config(rlm)["repl_max_snapshot_bytes"] == 2048
+    assert run_config(rlm.settings, rlm.client)["repl_max_snapshot_bytes"] == 2048
+    opened: list[BaseExecutor] = []
+
+    class Recorded(BaseExecutor):  # the patch point 0.5.0's tests use: read when a node opens its REPL
+        def __init__(self, **options: object) -> None:
+            super().__init__(**options)  # type: ignore[arg-type]
+            opened.append(self)
+
+    monkeypatch.setattr(rlm_compat.core, "REPLExecutor", Recorded)
+    ran = RLM(
+        "m", api="0.5", client=ScriptedClient(['FINAL("x")']), repl_max_open_files=64, isolation="inline"
+    )
+    assert ran.complete("q", "c") == "x"
+    assert [r.config.limits for r in opened] == [ran.repl_config.limits]
     base = Limits(memory_mb=100, reply_bytes=4096)
     assert RLM("m", limits=base, repl_max_open_files=32).repl_config.limits == base.replace(open_files=32)
     default = RLM("m")

@@ -150,12 +150,16 @@ def test_doctor_command_runs_a_file(tmp_path: os.PathLike[str]) -> None:
 
 def test_the_run_record_names_the_active_layers(monkeypatch: pytest.MonkeyPatch) -> None:
     from rlm_compat import RLM
-    from rlm_compat.record.config import run_config
+    from rlm_compat.record.run_config import run_config
 
-    assert run_config(RLM("m", isolation="process"))["hardening"] == list(hardening.available_layers())
-    assert run_config(RLM("m", isolation="inline"))["hardening"] == []
+    def config(isolation: str) -> dict[str, object]:
+        rlm = RLM("m", isolation=isolation)
+        return run_config(rlm.settings, rlm.client)
+
+    assert config("process")["hardening"] == list(hardening.available_layers())
+    assert config("inline")["hardening"] == []
     monkeypatch.setenv(hardening.DISABLE_ENV, "seccomp")
-    layers = run_config(RLM("m", isolation="process"))["hardening"]
+    layers = config("process")["hardening"]
     assert "seccomp" not in layers and "no_new_privs" in layers
 
 

@@ -231,7 +231,7 @@ def test_rlm_feeds_the_error_back_and_goes_on(name: str) -> None:
         ]
     )
     rlm = RLM("scripted", client=client, repl_timeout=case.timeout)
-    assert rlm.repl.isolation == "process"
+    assert rlm.repl_config.isolation == "process"
     assert rlm.complete("q", "ctx") == "ok"
     error = client.calls[2].messages[-1]["content"]
     assert error.startswith("Error: Execution error: ") and re.search(case.text, error), error
@@ -296,11 +296,21 @@ def test_parent_secrets_never_reach_a_worker(monkeypatch: pytest.MonkeyPatch) ->
             assert _memory_count(zygote.pid, value.encode()) == 0, value
 
 
-def test_two_runs_in_two_threads_never_meet() -> None:
+def test_two_runs_in_two_threads_never_meet(monkeypatch: pytest.MonkeyPatch) -> None:
+    import rlm_compat.core
+
     barrier = threading.Barrier(2, timeout=60)
     pids: dict[str, int | None] = {}
     rlms: dict[str, RLM] = {}
     results: dict[str, str] = {}
+    sessions: dict[int, REPLExecutor] = {}  # each run's REPL, by the thread its loop runs in
+
+    class Noted(REPLExecutor):
+        def __init__(self, **options: Any) -> None:
+            super().__init__(**options)
+            sessions[threading.get_ident()] = self
+
+    monkeypatch.setattr(rlm_compat.core, "REPLExecutor", Noted)
 
     def script(tag: str, other: str) -> Callable[[str, list[Any]], str]:
         replies = iter(
@@ -313,7 +323,7 @@ def test_two_runs_in_two_threads_never_meet() -> None:
 
         def reply(model: str, messages: list[Any]) -> str:
             if len(messages) > 2:  # a worker exists now: note it, while the other run holds one too
-                pids.setdefault(tag, rlms[tag].repl._runner.worker_pid)  # type: ignore[attr-defined]
+                pids.setdefault(tag, sessions[threading.get_ident()]._runner.worker_pid)  # type: ignore[attr-defined]
                 barrier.wait()
             return next(replies)
 

@@ -34,11 +34,6 @@ def test_unknown_keyword_is_forwarded_with_a_warning_naming_it_and_its_closest_n
     assert caught[0].filename == __file__  # points at the caller's RLM(...) line
 
 
-def test_own_options_cover_the_constructor() -> None:
-    params = set(inspect.signature(RLM.__init__).parameters) - {"self", "llm_kwargs"}
-    assert params <= OWN_OPTIONS | set(RELEASE_050_OPTIONS)
-
-
 def test_every_release_050_option_is_a_constructor_parameter_and_refused_per_call() -> None:
     assert set(RELEASE_050_OPTIONS) <= set(inspect.signature(RLM.__init__).parameters)
     for name in sorted(set(RELEASE_050_OPTIONS) - SDK_RETRY_OPTIONS):  # those: "use RLM max_retries"
@@ -129,5 +124,38 @@ def test_presets_are_frozen_data() -> None:
 
 def test_child_rlm_inherits_options() -> None:
     rlm = RLM("m", api="0.5", temperature=0)
-    child = rlm._child()
+    child = rlm.settings.child()
     assert child.api is rlm.api and child.llm_kwargs == {"temperature": 0}
+    assert (child.depth, child.model, child.final_answer_validator) == (1, rlm.recursive_model, None)
+
+
+def test_every_constructor_keyword_has_one_parameter_row_and_the_tables_derive_from_it() -> None:
+    from rlm_compat.record.run_config import run_config
+    from rlm_compat.settings import PARAMETERS
+
+    params = set(inspect.signature(RLM.__init__).parameters) - {"self", "llm_kwargs"}
+    assert params == set(PARAMETERS) == OWN_OPTIONS
+    assert {n: p.doc for n, p in PARAMETERS.items() if p.release == "0.5.0"} == RELEASE_050_OPTIONS
+    rlm = RLM("m", api_key="sk-secret", recursive_max_iterations=2)
+    config = run_config(rlm.settings, rlm.client)
+    assert {n for n, p in PARAMETERS.items() if p.record is not None} <= set(config)
+    assert config["recursive_max_iterations"] == 2 and "sk-secret" not in str(config)
+
+
+def test_recursive_max_iterations_holds_child_rlms_shorter_than_the_root() -> None:
+    from rlm_compat.clients import ScriptedClient
+
+    client = ScriptedClient(
+        [
+            '```python\nprint(rlm_query("sub", "ctx"))\n```',
+            "```python\nx = 1\n```",  # the child's only iteration: no final answer
+            'FINAL("done")',
+        ]
+    )
+    rlm = RLM("m", client=client, max_iterations=5, recursive_max_iterations=1, isolation="inline")
+    assert rlm.complete("q", "c") == "done"
+    assert "Max iterations (1) exceeded" in client.calls[2].messages[-1]["content"]
+    assert rlm.settings.child().max_iterations == 1 and rlm.max_iterations == 5
+    assert RLM("m", max_iterations=4).settings.child().max_iterations == 4
+    with pytest.raises(ConfigurationError, match="recursive_max_iterations must be an integer >= 0"):
+        RLM("m", recursive_max_iterations=-1)

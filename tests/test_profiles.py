@@ -63,3 +63,24 @@ def test_ablation_spec_with_two_switches_and_bad_specs() -> None:
     for bad in ("upstream-without:", "upstream-without:nope", "fixed-with:x,y", "other:thing"):
         with pytest.raises(ConfigurationError, match=r"switch|unknown profile"):
             Profile.named(bad)
+
+
+@pytest.mark.parametrize(
+    ("profile", "api", "rules", "first"),
+    [
+        ("fixed", "2fb46cc", "fixed", False),
+        ("upstream", "2fb46cc", "2fb46cc", True),
+        ("fixed", "0.5", "0.5.0", True),  # the release's standalone directive wins over the profile
+        ("upstream", "0.5", "0.5.0", True),
+    ],
+)
+def test_one_final_resolver_is_chosen_from_profile_and_release(
+    profile: str, api: str, rules: str, first: bool
+) -> None:
+    from rlm_compat import RLM
+    from rlm_compat._loop import choose_resolver
+
+    settings = RLM("m", profile=profile, api=api).settings
+    resolver = choose_resolver(settings.profile, settings.api)
+    assert (resolver.name, resolver.first) == (rules, first)
+    assert resolver.method == RLM("m", api=api).api.parsed_final_method

@@ -23,31 +23,29 @@ passed in.
 from __future__ import annotations
 
 import builtins
-import re
 import textwrap
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
 from ... import errors
+from ..._loop import (  # the loop's namespace and argument checks, so replay's code sees the same
+    DEPTH_TEXT,
+    build_namespace,
+    check_text,
+    observe,
+    query_pairs,
+    texts,
+)
 from ...compat import ApiSemantics, resolve_api
 from ...config import ReplConfig
-from ...core import (  # the loop's own argument checks, so replay refuses alike
-    _check_text,
-    _query_pairs,
-    _texts,
-)
-from ...errors import LLMCallError, REPLError, TrajectoryError
-from ...parser import missing_variable_error
+from ...errors import LLMCallError, TrajectoryError
 from ...profiles import Profile, resolve_profile
 from ...record.steps import RecordedNode, RecordedRun, RecordedStep, RecordedSubcall
 from ...repl import REPLExecutor
 from ...sandbox import host_call
 
-__all__ = ["ReplayReport", "StepOutcome", "observe", "replay", "replay_profile"]
-
-DEPTH_TEXT = "Max recursion depth ({limit}) reached"
-"""What 2fb46cc's ``recursive_llm`` returns at the depth limit, without starting a child."""
+__all__ = ["ReplayReport", "StepOutcome", "replay", "replay_profile"]
 
 
 @dataclass(frozen=True)
@@ -231,20 +229,6 @@ def replay(
     return ReplayReport(run, chosen.name, str(config.isolation), tuple(replayer.ordered(chosen.name)))
 
 
-def observe(repl: REPLExecutor, code: str, env: dict[str, Any]) -> tuple[str, bool]:
-    """Execute ``code``; the observation the loop would feed back, and whether the step failed.
-
-    The same texts the RLM loop gives the model: the REPL's output, ``Error: ...`` for a
-    REPLError, ``Unexpected error: ...`` for anything else.
-    """
-    try:
-        return repl.execute(code, env), False
-    except REPLError as exc:
-        return f"Error: {exc}", True
-    except Exception as exc:
-        return f"Unexpected error: {exc}", True
-
-
 class _Replayer:
     """Replays nodes one after another, children right after the parent step that started them."""
 
@@ -294,26 +278,16 @@ class _Replayer:
         return result
 
     def _env(self, node: RecordedNode, context: Any, served: _Served) -> dict[str, Any]:
-        """The namespace the RLM loop gives a node, with sub-calls served from the recording."""
-        profile, api = self.config.profile, self.api
-        env: dict[str, Any] = {"context": context, "query": node.query}
-        if api.answer_object:
-            env["answer"] = {"content": "", "ready": False}
-        if api.depth_is_subcall_capability and self.run.max_depth == 0:
-            env["re"] = re  # 0.5.0: a run that may call nothing gets no query functions
-        else:
-            recursive = served.rlm_query if api.depth_is_subcall_capability else served.recursive_llm()
-            env["recursive_llm"] = host_call(recursive)
-            env["re"] = re
-        if not profile.minimal_env:
-            env["FINAL"] = host_call(_final, "answer")
-            env["FINAL_VAR"] = host_call(_final_var(env), "answer_var")
-            if "recursive_llm" in env:
-                leaf = served.llm_query_with_context if api.llm_query_takes_context else served.llm_query
-                env["llm_query"] = host_call(leaf)
-                env["llm_query_batched"] = host_call(served.llm_query_batched)
-                env["rlm_query"] = host_call(served.rlm_query)
-                env["rlm_query_batched"] = host_call(served.rlm_query_batched)
+        """The namespace the RLM loop gives a node (its own builder), sub-calls served from the
+        recording; plus the names a foreign recording's code expects."""
+        env = build_namespace(
+            node.query,
+            context,
+            served,
+            api=self.api,
+            profile=self.config.profile,
+            max_depth=self.run.max_depth,
+        ).env
         if "context_0" in self.run.extra_names:
             env["context_0"] = context
         if "completion_context" in self.run.extra_names:
@@ -323,25 +297,13 @@ class _Replayer:
         return env
 
 
-def _final(text: str) -> None:
-    """FINAL(value): the recording already knows how the node ended; nothing to do."""
-
-
-def _final_var(env: dict[str, Any]) -> Callable[[Any, str | None], None]:
-    def final_var(name: Any, text: str | None) -> None:
-        """FINAL_VAR(name): fails as the loop's does for a name not in the namespace."""
-        if text is None:
-            raise missing_variable_error(name if isinstance(name, str) else repr(name), env)
-
-    return final_var
-
-
 def _submit(*args: Any, **kwargs: Any) -> None:
     """dspy.RLM's SUBMIT(...): ends the recorded run; replay only needs the call to succeed."""
 
 
 class _Served:
-    """The recorded answers of one node's current step, handed out as its code asks for them."""
+    """The recorded answers of one node's current step, handed out as its code asks for them
+    (a :class:`~rlm_compat._loop.SubCallProvider`)."""
 
     def __init__(self, run: RecordedRun, node: RecordedNode, api: ApiSemantics) -> None:
         self.run, self.node, self.api = run, node, api
@@ -383,48 +345,45 @@ class _Served:
             return ("child", "leaf")
         return ("leaf",) if self.node.depth + 1 >= limit else ("child",)
 
-    def recursive_llm(self) -> Callable[[str, str], str]:
-        def sync_recursive_llm(sub_query: str, sub_context: str) -> str:
-            """Answer ``sub_query`` over ``sub_context`` with a child RLM one level deeper."""
-            limit = self.run.max_depth
-            if limit is not None and self.node.depth + 1 >= limit:
-                return DEPTH_TEXT.format(limit=limit)
-            item = self._take(("child",), "recursive_llm")
-            self._child(item, sub_context)
-            return self._answer(item)
-
-        return sync_recursive_llm
+    def recursive_llm(self, sub_query: str, sub_context: str) -> str:
+        """2fb46cc's child RLM: its recorded answer (upstream's text at the depth limit)."""
+        limit = self.run.max_depth
+        if limit is not None and self.node.depth + 1 >= limit:
+            return DEPTH_TEXT.format(limit=limit)
+        item = self._take(("child",), "recursive_llm")
+        self._child(item, sub_context)
+        return self._answer(item)
 
     # The checks below are the loop's own (same texts), so a call it refused before asking the
     # model is refused again here instead of consuming a recorded answer.
 
     def llm_query(self, prompt: str, model: str | None = None) -> str:
         """One plain model call: the recorded reply."""
-        _check_text("llm_query(prompt)", prompt)
+        check_text("llm_query(prompt)", prompt)
         return self._answer(self._take(("leaf",), "llm_query"))
 
     def llm_query_with_context(self, query: str, context: str = "", model: str | None = None) -> str:
         """0.5.0's ``llm_query(query, context)``: the recorded reply."""
-        _check_text("llm_query(query)", query)
-        _check_text("llm_query(context)", context)
+        check_text("llm_query(query)", query)
+        check_text("llm_query(context)", context)
         return self._answer(self._take(("leaf",), "llm_query"))
 
     def llm_query_batched(self, prompts: Iterable[Any], model: str | None = None) -> list[str]:
         """Plain model calls: the recorded replies, in order."""
-        items = _texts("llm_query_batched(prompts)", prompts)
+        items = texts("llm_query_batched(prompts)", prompts)
         return [self._batch_item(self._take(("leaf",), "llm_query_batched")) for _ in items]
 
     def rlm_query(self, query: str, context: str = "") -> str:
         """A child RLM (a plain call at the depth limit): its recorded answer."""
-        _check_text("rlm_query(query)", query)
-        _check_text("rlm_query(context)", context)
+        check_text("rlm_query(query)", query)
+        check_text("rlm_query(context)", context)
         item = self._take(self._child_kinds(), "rlm_query")
         self._child(item, query if self.run.child_context == "query" else context)
         return self._answer(item)
 
     def rlm_query_batched(self, queries: Iterable[Any], contexts: Iterable[Any] | None = None) -> list[str]:
         """Child RLMs: their recorded answers, in order."""
-        items, texts = _query_pairs(queries, contexts)
+        items, texts = query_pairs(queries, contexts)
         answers = []
         for query, context in zip(items, texts, strict=True):
             item = self._take(self._child_kinds(), "rlm_query_batched")

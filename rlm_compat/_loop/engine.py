@@ -1,0 +1,209 @@
+"""The loop engine: one run's record, its tree of nodes, each node's session.
+
+:class:`Engine` is built from a :class:`~rlm_compat.settings.Settings` and an
+:class:`~rlm_compat.clients.LLMClient`, never from the RLM facade; a child node's engine is made
+from ``settings.child()``. The FINAL rule set is chosen once, when the engine is built.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from typing import Any
+
+from ..clients import LLMClient
+from ..errors import BudgetExceededError, MaxDepthError
+from ..events import RlmFailed, RlmFinished, RlmStarted, RunFailed, RunFinished, RunStarted
+from ..prompts import build_system_prompt
+from ..record import CompletionResult, FailedCompletionResult, Observer, Run, RunResult
+from ..record.run_config import run_config
+from ..record.shape_v050 import ReleaseShaper
+from ..record.trajectory import TrajectoryWriter
+from ..repl import REPLExecutor
+from ..settings import Settings
+from ..types import Message
+from .final import FinalResolver, choose_resolver
+from .model_call import ModelCaller
+from .namespace import build_namespace
+from .session import NodeSession
+from .subcalls import LoopSubCalls
+from .tally import Tally
+
+__all__ = ["Engine", "ReplFactory", "RunEnd"]
+
+ReplFactory = Callable[..., REPLExecutor]
+"""Makes a node's REPL (``config=``, ``api=``, ``state=``): the facade passes one that reads
+``rlm_compat.core.REPLExecutor`` at call time, so a test patching it there takes effect."""
+
+RunEnd = Callable[[RunResult, list[Message]], None]
+"""Told each root run's result (finished or failed) and its root node's messages."""
+
+
+class Engine:
+    """Runs RLM nodes with ``settings`` through ``client``; ``tally`` counts this node level's calls.
+
+    ``observers``: who hears each root run's events (default: the settings'); a live list, so an
+    observer added to it later hears the runs that start after.
+    """
+
+    def __init__(
+        self,
+        settings: Settings,
+        client: LLMClient,
+        *,
+        repl_factory: ReplFactory,
+        tally: Tally | None = None,
+        resolver: FinalResolver | None = None,
+        observers: list[Observer] | None = None,
+    ) -> None:
+        self.settings, self.client, self.repl_factory = settings, client, repl_factory
+        self.observers = list(settings.observers) if observers is None else observers
+        self.tally = Tally() if tally is None else tally
+        self.resolver = choose_resolver(settings.profile, settings.api) if resolver is None else resolver
+        self.caller = ModelCaller(settings, client, self.tally)
+
+    def child(self) -> Engine:
+        """The engine of a child node: one level deeper, its own tally, the same rule set."""
+        return Engine(
+            self.settings.child(), self.client, repl_factory=self.repl_factory, resolver=self.resolver
+        )
+
+    def new_run(self) -> Run:
+        settings = self.settings
+        writer = None
+        if settings.trajectory_path is not None:
+            writer = TrajectoryWriter(
+                settings.trajectory_path, redact=not settings.capture_trajectory_content
+            )
+        shape = None
+        if settings.api.trajectory_shape == "0.5":
+            attempts = 1 + settings.retry.max_retries
+            shape = ReleaseShaper(capture=settings.capture_trajectory_content, max_attempts=attempts)
+        return Run(budget=settings.budget.start(), observers=self.observers, trajectory=writer, shape=shape)
+
+    async def run(
+        self, query: str, context: str, kwargs: dict[str, Any], *, return_failure: bool, on_end: RunEnd
+    ) -> RunResult:
+        """One root run: its own :class:`Run`, the root node, then the result object."""
+        settings = self.settings
+        if query and not context:
+            query, context = "", query
+        # 0.5.0's max_depth bounds what a run may call, so a root run is always allowed
+        root_exempt = settings.api.depth_is_subcall_capability and settings.depth == 0
+        if settings.depth >= settings.max_depth and not root_exempt:
+            raise MaxDepthError(f"Max recursion depth ({settings.max_depth}) exceeded")
+        run = self.new_run()
+        config = run_config(settings, self.client)
+        root, depth = run.node_id("rlm"), settings.depth
+        kept: list[list[Message]] = []
+        run.note_context(root, context)
+        run.emit(
+            RunStarted, depth=depth, node_id=root, query=query, context_chars=_size(context), config=config
+        )
+        try:
+            answer = await self.node(run, root, "", query, context, kwargs, keep=kept)
+        except BaseException as exc:
+            stats = run.snapshot()
+            run.emit(
+                RunFailed,
+                depth=depth,
+                node_id=root,
+                error_type=type(exc).__name__,
+                error=str(exc),
+                stats=stats,
+            )
+            if isinstance(exc, BudgetExceededError):
+                exc.stats, exc.trajectory_path = stats, run.trajectory_path
+            failed = FailedCompletionResult(
+                type(exc).__name__, str(exc), stats, run.events(), config, run.trajectory_path
+            )
+            run.close()
+            on_end(failed, kept[0] if kept else [])
+            if return_failure and isinstance(exc, Exception):
+                return failed
+            raise
+        stats = run.snapshot()
+        run.emit(RunFinished, depth=depth, node_id=root, answer=answer, stats=stats)
+        result = CompletionResult(answer, stats, run.events(), config, run.trajectory_path)
+        run.close()
+        on_end(result, kept[0] if kept else [])
+        return result
+
+    async def node(
+        self,
+        run: Run,
+        node: str,
+        parent: str,
+        query: str,
+        context: str,
+        kwargs: dict[str, Any],
+        *,
+        keep: list[list[Message]] | None = None,
+    ) -> str:
+        """One RLM node of the tree (the root, or a child started from its parent's REPL)."""
+        if query and not context:
+            query, context = "", query
+        depth = self.settings.depth
+        where = {"depth": depth, "node_id": node, "parent_id": parent}
+        run.note_context(node, context)
+        run.emit(
+            RlmStarted, **where, model=self.settings.node_model, query=query, context_chars=_size(context)
+        )
+        iterations = 0
+        try:
+            session = self._open(run, node, query, context)
+            try:
+                if keep is not None:
+                    keep.append(session.messages)
+                answer = await session.iterate(self.caller.call, kwargs)
+            finally:
+                iterations = session.iterations
+                session.close()
+        except BaseException as exc:
+            run.emit(RlmFailed, **where, error_type=type(exc).__name__, error=str(exc), iterations=iterations)
+            raise
+        run.emit(RlmFinished, **where, answer=answer, iterations=iterations)
+        return answer
+
+    def _open(self, run: Run, node: str, query: str, context: str) -> NodeSession:
+        """A REPL session for the node with its namespace preloaded."""
+        settings = self.settings
+        # One REPL session per node: concurrent runs of one RLM never share a namespace or worker.
+        # state="worker": the namespace stays in the worker; env names what it holds (see repl.py)
+        repl = self.repl_factory(config=settings.repl, api=settings.api, state="worker")
+        calls = LoopSubCalls(
+            settings,
+            run,
+            node,
+            asyncio.get_running_loop(),
+            leaf=lambda messages, model: self.caller.call(
+                run, node, messages, is_leaf=True, iteration=None, model=model or settings.recursive_model
+            ),
+            child=lambda q, c: self.child().node(run, run.node_id("rlm"), node, q, c, {}),
+        )
+        namespace = build_namespace(
+            query, context, calls, api=settings.api, profile=settings.profile, max_depth=settings.max_depth
+        )
+        repl.preload(namespace.env)  # the context crosses to the worker during the first model call
+        prompt = build_system_prompt(
+            len(context), settings.depth, settings.max_depth, version=settings.effective_prompt_version
+        )
+        return NodeSession(
+            settings,
+            run,
+            node,
+            repl,
+            namespace,
+            self.resolver,
+            system_prompt=prompt,
+            query=query,
+            tally=self.tally,
+            cancel_subcalls=calls.cancel,
+        )
+
+
+def _size(context: Any) -> int:
+    try:
+        return len(context)
+    except TypeError:
+        return 0

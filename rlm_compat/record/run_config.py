@@ -1,0 +1,61 @@
+"""What the record says about a run's settings and messages, without secrets or bulk.
+
+``run_config`` is the ``config`` of the run-start event and the result objects: the RLM's
+:class:`~rlm_compat.settings.Settings`, never ``api_key`` nor any model argument whose name
+suggests a credential, and the OS-level hardening layers its REPL workers run under
+(``hardening``; empty inline).
+``messages_digest`` names a message list by content, so a trajectory can carry the digest of what
+was sent instead of repeating every earlier message at every call.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Sequence
+from typing import Any
+
+from ..clients import jsonable as _jsonable
+from ..settings import PARAMETERS, Settings
+from ..types import Message
+
+__all__ = ["messages_digest", "run_config"]
+
+_SECRET_WORDS = ("key", "token", "secret", "password", "authorization", "header", "credential")
+
+
+def run_config(settings: Settings, client: Any) -> dict[str, Any]:
+    """The RLM's ``settings`` (and its ``client``'s type) as JSON-ready data, credentials left out.
+
+    One key per constructor keyword that :data:`~rlm_compat.settings.PARAMETERS` says to record,
+    plus what no single keyword holds: the node's depth, the API preset, the workers' hardening
+    layers, the client's type and the model-call options.
+    """
+    config = {name: p.record(settings) for name, p in PARAMETERS.items() if p.record is not None}
+    return {
+        **config,
+        "depth": settings.depth,
+        "api": settings.api.name,
+        "hardening": _hardening(str(settings.repl.isolation)),
+        "client": type(client).__name__,
+        "llm_kwargs": {
+            k: v
+            for k, v in sorted(settings.llm_kwargs.items())
+            if not any(word in k.lower() for word in _SECRET_WORDS) and _jsonable(v)
+        },
+    }
+
+
+def _hardening(isolation: str) -> list[str]:
+    """The OS-level layers of the run's workers (none inline: model code runs in this process)."""
+    if isolation != "process":
+        return []
+    from ..sandbox import available_layers
+
+    return list(available_layers())
+
+
+def messages_digest(messages: Sequence[Message]) -> str:
+    """``sha256:`` and the first 16 hex digits of the canonical JSON of ``messages``."""
+    blob = json.dumps([[m["role"], m["content"]] for m in messages], ensure_ascii=False)
+    return "sha256:" + hashlib.sha256(blob.encode()).hexdigest()[:16]
