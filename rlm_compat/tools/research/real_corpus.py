@@ -367,7 +367,7 @@ def _corpus_summary(steps: Sequence[Step]) -> dict[str, Any]:
 def input_hashes() -> dict[str, str]:
     """sha256 of what the numbers depend on: the corpus, the sandbox and profiles, this module."""
     files = [CORPUS, Path(__file__), ROOT / "rlm_compat" / "profiles.py", ROOT / "rlm_compat" / "repl.py"]
-    files += sorted((ROOT / "rlm_compat" / "sandbox").glob("*.py"))
+    files += sorted((ROOT / "rlm_compat" / "sandbox").rglob("*.py"))
     files += [ROOT / "rlm_compat" / "tools" / "conformance" / "reference.py"]
     out = {}
     for path in files:
