@@ -141,11 +141,11 @@ class REPLExecutor:
             raise REPLError("REPL execution was aborted; create a new REPLExecutor")
         given = env
         if self.api.session_outlives_env and self._env is not None and env is not self._env:
-            self._host_names |= frozenset(k for k, v in env.items() if _is_host_function(v))
+            self._host_names |= frozenset(k for k, v in env.items() if is_host_function(v))
             env = self._env
             env.update(given)
         elif self._env is not env:
-            self._host_names = frozenset(k for k, v in env.items() if _is_host_function(v))
+            self._host_names = frozenset(k for k, v in env.items() if is_host_function(v))
         self._env = env
         added = self._add_helpers(env)
         try:
@@ -185,7 +185,7 @@ class REPLExecutor:
             raise REPLError("REPL worker is not running: execute a step before get_variable()")
         if name not in env:
             return False, None
-        if _lives_in_worker(env[name]):
+        if lives_in_worker(env[name]):
             fetch = getattr(self._runner, "fetch", None)
             if self.state == "worker" and fetch is not None:
                 return fetch(name)  # type: ignore[no-any-return]
@@ -269,19 +269,19 @@ def _check_timeout(timeout: float | None) -> float | None:
     return float(timeout) if math.isfinite(timeout) else None
 
 
-def _is_host_function(value: Any) -> bool:
+def is_host_function(value: Any) -> bool:
     """A function the host put in ``env`` (not a class, not a stand-in for a worker's function)."""
     if isinstance(value, HostCall):
         return True
-    return callable(value) and not isinstance(value, type) and not _lives_in_worker(value)
+    return callable(value) and not isinstance(value, type) and not lives_in_worker(value)
 
 
-def _lives_in_worker(value: Any) -> bool:
+def lives_in_worker(value: Any) -> bool:
     return hasattr(type(value), "__rlm_stand_in__")
 
 
 def _type_name(value: Any) -> str:
     """The type's name; for a worker's value, the name of its type in the worker."""
-    if _lives_in_worker(value):
+    if lives_in_worker(value):
         return str(value.__rlm_stand_in__()[0]).rsplit(".", 1)[-1]
     return type(value).__name__

@@ -30,7 +30,7 @@ from .compat import ApiSemantics
 from .config import Limits, ReplConfig, WorkerResourceLimits
 from .errors import ConfigurationError, REPLError, REPLTimeoutError, UnsupportedOptionError
 from .repl import REPLExecutor as _Executor
-from .repl import _is_host_function, _lives_in_worker
+from .repl import is_host_function, lives_in_worker
 
 try:
     import resource as _resource_module
@@ -157,8 +157,8 @@ class REPLExecutor(_Executor):
             and not name.startswith("_")
             and name not in _NOT_SNAPSHOT
             and not isinstance(value, ModuleType)
-            and not _is_host_function(value)
-            and not _lives_in_worker(value)
+            and not is_host_function(value)
+            and not lives_in_worker(value)
         )
 
     def _pickled_size(self, name: str, value: Any) -> int | None:
