@@ -32,16 +32,16 @@ OLDEST_PYTHON = PYTHONS[0]
 # RestrictedPython's floor, in the worker), the REPL fuzzing, the OS hardening's escape corpus (the
 # kernel's), the xdist scheduling check (a test tool's) and the pure-Python task generators.
 OLDEST_SKIPS = (
-    "tests/test_view_browser.py",
-    "tests/test_soak.py",
-    "tests/test_isolation_parity.py",
-    "tests/test_isolation_default.py",
-    "tests/test_sandbox_spawn.py",
-    "tests/test_sandbox_timeout.py",
+    "tests/tools/view/test_view_browser.py",
+    "tests/sandbox/isolate/test_soak.py",
+    "tests/sandbox/isolate/test_isolation_parity.py",
+    "tests/sandbox/isolate/test_isolation_default.py",
+    "tests/sandbox/isolate/test_sandbox_spawn.py",
+    "tests/sandbox/restrict/test_sandbox_timeout.py",
     "tests/test_repl_properties.py",
-    "tests/test_escape_assumed.py",
+    "tests/tools/test_escape_assumed.py",
     "tests/test_xdist_plan.py",
-    "tests/test_research_tasks.py",
+    "tests/tools/research/test_research_tasks.py",
 )
 
 nox.options.sessions = ["tests"]

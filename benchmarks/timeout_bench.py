@@ -2,10 +2,11 @@
 
     python benchmarks/timeout_bench.py [--timeout 0.4] [--repeat 5]
 
-tests/test_sandbox_timeout.py and tests/test_sandbox_escapes.py only check that runaway code *is*
-stopped (their bounds carry tens of seconds of slack for a loaded CI machine). This table measures
-the overshoot (elapsed time minus the timeout) of each spinner in both profiles and, for profile
-``fixed``, both isolations; target: median overshoot <= 0.5 s, reported as PASS / MISS.
+tests/sandbox/restrict/test_sandbox_timeout.py and tests/sandbox/test_sandbox_escapes.py only check
+that runaway code *is* stopped (their bounds carry tens of seconds of slack for a loaded CI
+machine). This table measures the overshoot (elapsed time minus the timeout) of each spinner in
+both profiles and, for profile ``fixed``, both isolations; target: median overshoot <= 0.5 s,
+reported as PASS / MISS.
 """
 
 from __future__ import annotations

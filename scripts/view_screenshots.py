@@ -2,7 +2,7 @@
 
     python scripts/view_screenshots.py [--out docs/images]
 
-Runs tests/test_view_browser.py (one worker, the system's Chromium) with
+Runs tests/tools/view/test_view_browser.py (one worker, the system's Chromium) with
 ``RLM_COMPAT_VIEW_SCREENSHOTS`` set, so each view is captured at the point where its test has
 just checked what is on the screen. Fails if any browser test fails or skips.
 """
@@ -40,7 +40,7 @@ def main() -> int:
         "0",
         "-p",
         "no:cacheprovider",
-        "tests/test_view_browser.py",
+        "tests/tools/view/test_view_browser.py",
     ]
     status = subprocess.run(command, cwd=ROOT, env=env).returncode
     missing = [name for name in NAMES if not (args.out / name).is_file()]

@@ -1,7 +1,7 @@
 """Escape / abuse corpus for the restricted REPL, kept as data.
 
 Every case is code a hostile or confused model might send to ``REPLExecutor.execute``. The test module
-(tests/test_sandbox_escapes.py) runs each one in both profiles and checks, from the host side, that
+(tests/sandbox/test_sandbox_escapes.py) runs each one in both profiles and checks, from the host side, that
 nothing escaped: no real module, frame, code object, file handle or builtins dict reached the
 sandboxed namespace, no host state changed, the host secret never appears in any text the sandbox
 returns, and the executor and env still work afterwards.

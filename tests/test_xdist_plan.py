@@ -16,7 +16,7 @@ TESTS = Path(__file__).resolve().parent
 
 
 def test_files_with_shared_fixtures_are_found_from_their_source(tmp_path: Path) -> None:
-    assert defines_shared_fixture(TESTS / "test_conformance.py")
+    assert defines_shared_fixture(TESTS / "tools" / "conformance" / "test_conformance.py")
     assert not defines_shared_fixture(TESTS / "test_options.py")
     broken = tmp_path / "test_broken.py"
     broken.write_text("def (:\n")

@@ -27,12 +27,12 @@ import pytest
 
 #: Files whose tests take longest, slowest first (``python -m pytest --durations=40``).
 SLOW_FIRST = (
-    "tests/test_conformance.py",
+    "tests/tools/conformance/test_conformance.py",
     "tests/test_dropin.py",
-    "tests/test_isolation_parity.py",
-    "tests/test_soak.py",
-    "tests/test_sandbox_escapes.py",
-    "tests/test_isolation_default.py",
+    "tests/sandbox/isolate/test_isolation_parity.py",
+    "tests/sandbox/isolate/test_soak.py",
+    "tests/sandbox/test_sandbox_escapes.py",
+    "tests/sandbox/isolate/test_isolation_default.py",
 )
 
 _SHARED_SCOPES = frozenset({"module", "package", "session"})

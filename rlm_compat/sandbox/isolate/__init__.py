@@ -10,5 +10,5 @@ The direction is one way: this layer may import :mod:`..restrict` and the step e
 (:mod:`..inline`, :mod:`..hostcall`, :mod:`..texts`), because the worker runs restricted code
 with the same engine the inline runner uses; :mod:`..restrict` never imports this layer, and
 nothing here imports the runner choice (:mod:`..runner`) or the RLM loop.
-``tests/test_sandbox_layers.py`` checks this.
+``tests/sandbox/test_sandbox_layers.py`` checks this.
 """

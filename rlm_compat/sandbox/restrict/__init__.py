@@ -13,5 +13,5 @@ same in the host's thread and in a worker and needs no process of its own. This 
 imports :mod:`..isolate` nor the runners above it (only :mod:`..fences`, the stdlib-only fence
 rules): the dependency runs one way, from the process layer down to this one, since a worker
 *runs* restricted code while restriction knows nothing of where it runs.
-``tests/test_sandbox_layers.py`` checks this.
+``tests/sandbox/test_sandbox_layers.py`` checks this.
 """

@@ -19,7 +19,7 @@ against plain CPython running it (what the model expected):
 Per-quirk cost: each upstream quirk alone on in ``fixed`` (``fixed-with:Q``: the steps it breaks)
 and alone off in ``upstream`` (``upstream-without:Q``: the steps it repairs), first misses and
 cascades counted apart. The record written beside the page hashes its inputs (the corpus, the
-sandbox and profile sources, this module), and ``tests/test_real_trajectories.py`` fails when
+sandbox and profile sources, this module), and ``tests/tools/research/test_real_trajectories.py`` fails when
 the page does not match the record or the record is stale against them.
 """
 
@@ -393,8 +393,9 @@ def render(record: dict[str, Any]) -> str:
         "",
         "from `real_corpus/steps.jsonl` (rebuilt by `python scripts/build_real_corpus.py SOURCES_DIR`;",
         "sources, commits, licences and models in `real_corpus/SOURCES.json`). The record with the hashes",
-        "of its inputs is `docs/research/real-trajectories.json`; `tests/test_real_trajectories.py` fails",
-        "when this page does not match it or it is stale against the corpus, the sandbox or this code.",
+        "of its inputs is `docs/research/real-trajectories.json`;",
+        "`tests/tools/research/test_real_trajectories.py` fails when this page does not match it or it is",
+        "stale against the corpus, the sandbox or this code.",
         "After a change to the sandbox alone, `rlm-compat real-corpus --keep-rows --out",
         "docs/research/real-trajectories.md` reruns CPython, both profiles and the quirks and keeps the",
         "peers' rows (they do not run rlm_compat's code).",

@@ -17,6 +17,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from locations import ROOT
 
 from rlm_compat.environments import CommandResult, EnvironmentAccessError, ExecutionEnvironment
 from rlm_compat.errors import BudgetExceededError, LLMCallError, MaxDepthError, MaxIterationsError
@@ -28,7 +29,7 @@ from rlm_compat.tools.run_cli import ExitCode, exit_code_for
 from rlm_compat.tools.run_context import ContextInputError, load_context, render_files
 
 ServerFactory = Callable[..., ScriptedChatServer]
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = ROOT
 
 
 def _args(server: ScriptedChatServer, *extra: str) -> list[str]:

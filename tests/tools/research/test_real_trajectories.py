@@ -12,6 +12,8 @@ import json
 import sys
 from pathlib import Path
 
+from locations import ROOT
+
 from rlm_compat.tools.conformance.protocol import DRIVER_PATH
 from rlm_compat.tools.research.real_corpus import (
     CORPUS,
@@ -23,7 +25,7 @@ from rlm_compat.tools.research.real_corpus import (
     render,
 )
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = ROOT
 PAGE = ROOT / "docs" / "research" / "real-trajectories.md"
 RECORD = json.loads(PAGE.with_suffix(".json").read_text(encoding="utf-8"))
 SOURCES = json.loads((ROOT / "real_corpus" / "SOURCES.json").read_text(encoding="utf-8"))["sources"]

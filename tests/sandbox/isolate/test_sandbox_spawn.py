@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from locations import ROOT
 
 from rlm_compat.config import Limits
 from rlm_compat.environments import (
@@ -31,7 +32,7 @@ from rlm_compat.sandbox.isolate.zygote import ZygoteClient
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="inspects /proc")
 
 ENTRY = "rlm_compat.sandbox.isolate.spawn:echo_serve"
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = ROOT
 
 
 def _ask(handle: spawn.WorkerHandle, **request: Any) -> Any:

@@ -8,15 +8,16 @@ summary edited by hand, or a table-code change that was not followed by re-rende
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Any
+
+from locations import ROOT
 
 from rlm_compat.tools.research.base import RunRecord
 from rlm_compat.tools.research.grid import expand_configs
 from rlm_compat.tools.research.suites import load_suite
 from rlm_compat.tools.research.tables import markdown, summarize
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = ROOT
 ABLATION = ROOT / "docs" / "research" / "ablation"
 DOC = ROOT / "docs" / "research" / "quirk-ablation.md"
 

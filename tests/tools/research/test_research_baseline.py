@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from locations import ROOT
 
 from rlm_compat.tools.cli import main
 from rlm_compat.tools.conformance.fixtures import default_fixtures_dir
@@ -33,7 +34,7 @@ from rlm_compat.tools.research.baseline import (
 )
 from rlm_compat.tools.research.baseline_facts import FACTS, all_probes
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = ROOT
 DOC = ROOT / "docs" / "research" / "unofficial-baseline.md"
 RECORD = DOC.with_suffix(".json")
 REGENERATE = "regenerate with the command in the doc's Reproduce block"

@@ -800,7 +800,10 @@ def test_escape_contained_in_process_isolation(
 
 def _run_child(case: EscapeCase, profile: str, cwd: Path) -> tuple[Report, str]:
     limit = CHILD_TIMEOUT + 3 * LOAD_SLACK
-    env = dict(os.environ, LITELLM_LOCAL_MODEL_COST_MAP="True")
+    # the child is this file run as a script: tests/ (escape_corpus) goes on its path
+    tests = str(Path(__file__).resolve().parents[1])
+    path = os.pathsep.join(p for p in (tests, os.environ.get("PYTHONPATH", "")) if p)
+    env = dict(os.environ, LITELLM_LOCAL_MODEL_COST_MAP="True", PYTHONPATH=path)
     try:
         proc = subprocess.run(
             [sys.executable, str(Path(__file__).resolve()), "--child", case.id, profile],

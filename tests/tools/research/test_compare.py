@@ -8,6 +8,7 @@ from typing import Any
 
 import compare_suite
 import pytest
+from locations import TESTS
 
 from rlm_compat.clients import ScriptedClient
 from rlm_compat.errors import ConfigurationError
@@ -348,7 +349,7 @@ def test_a_killed_grid_resumes_where_it_stopped(
         *("--api-base", server.base_url, "--api-key-env", "LOOPBACK_KEY", "--out", str(out)),
         *("--no-progress", "--concurrency", "1"),
     ]
-    tests = str(Path(__file__).parent)
+    tests = str(TESTS)
     env = {**os.environ, "LOOPBACK_KEY": "sk-loopback"}
     env["PYTHONPATH"] = os.pathsep.join([tests, *filter(None, [env.get("PYTHONPATH")]), *sys.path])
     child = subprocess.Popen([sys.executable, "-m", "rlm_compat", *argv], env=env)

@@ -20,6 +20,7 @@ from typing import Any
 
 import jsonschema
 import pytest
+from locations import ROOT
 
 from rlm_compat.profiles import Profile
 from rlm_compat.tools import ToolUsageError
@@ -39,7 +40,7 @@ from rlm_compat.tools.conformance.protocol import (
 )
 from rlm_compat.tools.conformance.suite_runner import run_conformance
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = ROOT
 SCHEMA = json.loads(SCHEMA_PATH.read_text(encoding="utf-8"))
 
 

@@ -7,8 +7,8 @@ import json
 import subprocess
 import sys
 from collections import Counter
-from pathlib import Path
 
+from locations import ROOT
 from parser_model import model_extract_final, model_extract_final_var, model_is_final
 
 from rlm_compat import parser
@@ -20,7 +20,7 @@ from rlm_compat.tools.conformance.parser_cases import (
     generate_parser_cases,
 )
 
-_ROOT = str(Path(__file__).resolve().parent.parent)
+_ROOT = str(ROOT)
 
 # sha256 of the default corpus as JSON: a change here silently renames every recorded case.
 _PINNED = "891b0b23d27dbbe4e7f7645464690f7a5a765baac61fb108da77fc09a02a761d"

@@ -294,7 +294,7 @@ def _case_toml(steps: list[str]) -> str:
     body = ",\n".join("  " + json.dumps(s) for s in steps)
     return (
         "[[case]]\nid = 'stateful.found_N'\n"
-        "description = 'found by tests/test_conformance.py::test_random_step_sequences_match_upstream'\n"
+        "description = 'found by tests/tools/conformance/test_conformance.py::test_random_step_sequences_match_upstream'\n"
         "env = { context = 'Hello World', query = 'q', re = { '$module' = 're' } }\n"
         "options = { timeout = 2 }\n"
         f"steps = [\n{body},\n]\n"

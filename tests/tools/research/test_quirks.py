@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from locations import DATA
 
 from rlm_compat import RLM
 from rlm_compat.errors import TrajectoryError
@@ -17,7 +18,7 @@ from rlm_compat.tools.cli import main
 from rlm_compat.tools.research.quirks import quirk_table
 
 ServerFactory = Callable[..., ScriptedChatServer]
-DATA = Path(__file__).parent / "data" / "replay"
+DATA = DATA / "replay"
 FIXTURE_CONTEXT = (DATA / "context.txt").read_text(encoding="utf-8")
 
 # each step trips exactly one quirk of upstream, and none depends on another

@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 import view_data
+from locations import DATA
 
 from rlm_compat.tools.cli import main
 
@@ -252,7 +253,7 @@ def test_replay_divergence_is_marked(browser: Any, tmp_path: Path) -> None:
 
 
 def test_foreign_logs_render_and_their_replay_is_marked(browser: Any, tmp_path: Path) -> None:
-    data = Path(__file__).parent / "data" / "replay"
+    data = DATA / "replay"
     html = view([data / "rlms_nested.jsonl"], tmp_path / "nested.html")
     page = Page(browser, html)
     p = page.page

@@ -17,6 +17,7 @@ from typing import Any
 
 import jsonschema
 import pytest
+from locations import ROOT
 
 from rlm_compat import (
     RLM,
@@ -439,7 +440,7 @@ def test_rlm_query_at_the_depth_limit_is_a_plain_call(chat_server: ServerFactory
 
 def test_schema_file_is_generated_from_the_event_classes() -> None:
     assert json.loads(SCHEMA_PATH.read_text(encoding="utf-8")) == json_schema()
-    documented = Path(__file__).parent.parent.joinpath("docs", "trajectory.md").read_text(encoding="utf-8")
+    documented = ROOT.joinpath("docs", "trajectory.md").read_text(encoding="utf-8")
     for kind in EVENT_TYPES:
         assert f"`{kind}`" in documented
 

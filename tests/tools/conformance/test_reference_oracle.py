@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from locations import ROOT
 
 from rlm_compat.tools.conformance import inputs, oracle, reference
 from rlm_compat.tools.conformance.adapters import ProfileAdapter
@@ -24,7 +25,7 @@ from rlm_compat.tools.conformance.implementations import REGISTRY, make_adapter
 from rlm_compat.tools.conformance.report import render_json, render_markdown, render_summary
 from rlm_compat.tools.conformance.suite_runner import run_conformance
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = ROOT
 REF_DIR = ROOT / "reference_fixtures"
 
 

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from locations import DATA
 
 from rlm_compat.testing import ScriptedChatServer
 from rlm_compat.tools.replay.foreign import detect_format, load_run
@@ -27,7 +28,7 @@ from rlm_compat.tools.replay.replayer import replay
 
 ServerFactory = Callable[..., ScriptedChatServer]
 
-REAL = Path(__file__).resolve().parent / "data" / "replay" / "real"
+REAL = DATA / "replay" / "real"
 PROVENANCE = json.loads((REAL / "PROVENANCE.json").read_text(encoding="utf-8"))["files"]
 REPLAYED = [e for e in PROVENANCE if e["format"] in ("rlms", "dspy")]
 """The files ``rlm-compat replay`` reads; the others are real files for the corpus builder's readers."""

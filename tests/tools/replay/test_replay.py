@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from locations import DATA
 
 from rlm_compat import RLM
 from rlm_compat.errors import TrajectoryError
@@ -25,7 +26,7 @@ from rlm_compat.tools.replay.foreign import detect_format, load_run
 from rlm_compat.tools.replay.replayer import replay
 
 ServerFactory = Callable[..., ScriptedChatServer]
-DATA = Path(__file__).parent / "data" / "replay"
+DATA = DATA / "replay"
 CONTEXT = "alpha beta gamma delta epsilon"
 
 ROOT_REPLIES = [

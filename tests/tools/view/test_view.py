@@ -1,6 +1,6 @@
 """``rlm-compat view`` without a browser: the model built from real trajectories, the page's
 self-containment and escaping, the comparison tables, conformance data, and typed input errors.
-(The pages in a real browser: tests/test_view_browser.py.)
+(The pages in a real browser: tests/tools/view/test_view_browser.py.)
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 import view_data
+from locations import DATA
 
 from rlm_compat.errors import TrajectoryError
 from rlm_compat.record import read_trajectory
@@ -392,7 +393,7 @@ def test_help_lists_view(capsys: pytest.CaptureFixture[str]) -> None:
 
 # Foreign trajectories and replays: read by the importers `rlm-compat replay` uses.
 
-REPLAY_DATA = Path(__file__).parent / "data" / "replay"
+REPLAY_DATA = DATA / "replay"
 
 
 def _replay_steps(model: TrajectoryModel) -> list[tuple[str, int]]:
