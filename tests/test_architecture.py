@@ -108,3 +108,92 @@ def test_error_texts_are_built_only_in_texts() -> None:
         if path.name != "texts.py" and "Execution error:" in path.read_text(encoding="utf-8")
     ]
     assert offenders == []
+
+
+# --- layers (docs/architecture.md draws them) ---------------------------------------------------
+
+
+def _importers_of(prefixes: tuple[str, ...], within: str) -> list[str]:
+    modules = _modules()
+    return sorted(
+        f"{name} imports {target}"
+        for name, path in modules.items()
+        if name == within or name.startswith(within + ".")
+        for target in _imports(name, path, modules)
+        if any(target == p or target.startswith(p + ".") for p in prefixes)
+    )
+
+
+def test_record_sits_below_the_loop() -> None:
+    """The observers hear events; they never reach back into the engine or the facade."""
+    assert (
+        _importers_of(("rlm_compat.core", "rlm_compat._loop", "rlm_compat.tools"), "rlm_compat.record") == []
+    )
+
+
+def test_the_engine_never_imports_the_facade_or_the_tools() -> None:
+    assert _importers_of(("rlm_compat.core", "rlm_compat.tools"), "rlm_compat._loop") == []
+
+
+def test_settings_never_import_the_engine() -> None:
+    """Settings are data the engine is built from: the arrow goes one way."""
+    assert _importers_of(("rlm_compat._loop", "rlm_compat.core"), "rlm_compat.settings") == []
+
+
+def _private_names_taken() -> list[str]:
+    """``from m import _x`` across modules (``from . import _sub`` of a private module is fine)."""
+    modules = _modules()
+    found = []
+    for name, path in modules.items():
+        package = name if path.name == "__init__.py" else name.rsplit(".", 1)[0]
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if not isinstance(node, ast.ImportFrom) or node.module == "__future__":
+                continue
+            if node.level:
+                base = package.split(".")[: len(package.split(".")) - node.level + 1]
+                source = ".".join(base + ([node.module] if node.module else []))
+            else:
+                source = node.module or ""
+            for alias in node.names:
+                private = alias.name.startswith("_") and not alias.name.startswith("__")
+                if private and f"{source}.{alias.name}" not in modules and source != name:
+                    found.append(f"{name}:{node.lineno} takes {alias.name} from {source}")
+    return found
+
+
+def test_no_module_imports_another_modules_private_names() -> None:
+    assert _private_names_taken() == []
+
+
+# --- sizes ----------------------------------------------------------------------------------------
+
+MAX_MODULE_LINES = 600
+MAX_FUNCTION_LINES = 80
+#: the comment a function over the limit carries right above it (its decorators) saying why
+LONG_REASON = "# Over 80 lines for a reason:"
+
+
+def test_no_module_is_over_600_lines() -> None:
+    sizes = {name: path.read_text(encoding="utf-8").count("\n") for name, path in _modules().items()}
+    assert {name: n for name, n in sizes.items() if n > MAX_MODULE_LINES} == {}
+
+
+def _long_functions_without_a_reason() -> list[str]:
+    found = []
+    for name, path in _modules().items():
+        lines = path.read_text(encoding="utf-8").splitlines()
+        for node in ast.walk(ast.parse("\n".join(lines))):
+            if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                continue
+            length = (node.end_lineno or node.lineno) - node.lineno + 1
+            if length <= MAX_FUNCTION_LINES:
+                continue
+            first = min([node.lineno, *(d.lineno for d in node.decorator_list)])
+            above = " ".join(line.strip() for line in lines[max(0, first - 4) : first - 1])
+            if LONG_REASON not in above:
+                found.append(f"{name}.{node.name} ({length} lines)")
+    return found
+
+
+def test_no_function_is_over_80_lines_without_a_reason_written_at_it() -> None:
+    assert _long_functions_without_a_reason() == []
