@@ -27,7 +27,9 @@ from typing import Any
 from ...errors import UnknownOptionWarning
 from ...profiles import Profile
 from . import result_diff as _compare
-from .driver import Backend, Driver, Emit, run_executor_case, run_loop_case, run_parser_functions
+from .case_isolation import Emit
+from .case_runs import Backend, run_executor_case, run_loop_case, run_parser_functions
+from .driver import Driver
 from .protocol import KINDS, LocalConnection, ProtocolError, Session
 
 __all__ = ["Adapter", "ProfileAdapter", "ProfileBackend", "unsafe_step"]
