@@ -48,7 +48,18 @@ __all__ = [
 
 UPSTREAM_REPOSITORY = "https://github.com/ysz/recursive-llm"
 PINNED = "2fb46cc"
-RECORDER_FILES = ("recorder.py", "driver.py", "values.py", "inputs.py", "protocol.py", "fixtures.py")
+RECORDER_FILES = (
+    "recorder.py",
+    "driver.py",
+    "case_isolation.py",
+    "case_runs.py",
+    "peer_backends.py",
+    "values.py",
+    "inputs.py",
+    "protocol.py",
+    "fixtures.py",
+)
+"""What a recording depends on besides upstream: this recorder, the driver's modules, the codecs."""
 _PARSER_BATCH = 500
 
 Progress = Callable[[str], None]

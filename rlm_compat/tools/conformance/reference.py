@@ -14,8 +14,8 @@ It is one more implementation of the conformance registry (``cpython-reference``
 ``driver.py --backend cpython-reference`` under every supported Python with nothing of rlm_compat
 importable, so it uses only the standard library plus ``values.py`` and ``sandbox/fences.py``
 (loaded by path there, through the driver's ``standalone_package``). The driver runs each case in
-a forked child: a fresh interpreter state per case,
-an address-space limit and a hard kill for what the step's ``SIGALRM`` cannot stop.
+a forked child: a fresh interpreter state per case, an address-space limit and a hard kill for
+what the step's ``SIGALRM`` cannot stop.
 """
 
 from __future__ import annotations
