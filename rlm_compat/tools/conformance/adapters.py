@@ -10,7 +10,7 @@ and the peers, with :class:`ProfileBackend` as its backend: REPL cases through
 ``REPLExecutor(profile=...)``, parser cases through ``rlm_compat.parser``'s upstream-exact functions
 (drop-in users call ``rlm.parser`` directly, so both profiles must match upstream there), loop cases
 through ``RLM(profile=...)`` with ``rlm_compat.core.litellm.acompletion`` patched by the same
-scripted model. So the case-running code exists once, in driver.py.
+scripted model. So the case-running code exists once, in the driver's ``case_runs.py``.
 
 An outcome is ``{"result": ...}``, ``{"failure": text}`` (no result could be produced: counted as
 *errored*) or ``{"skip": reason}``.
