@@ -10,7 +10,7 @@ and the peers, with :class:`ProfileBackend` as its backend: REPL cases through
 ``REPLExecutor(profile=...)``, parser cases through ``rlm_compat.parser``'s upstream-exact functions
 (drop-in users call ``rlm.parser`` directly, so both profiles must match upstream there), loop cases
 through ``RLM(profile=...)`` with ``rlm_compat.core.litellm.acompletion`` patched by the same
-scripted model. So the case-running code exists once, in driver.py.
+scripted model. So the case-running code exists once, in the driver's ``case_runs.py``.
 
 An outcome is ``{"result": ...}``, ``{"failure": text}`` (no result could be produced: counted as
 *errored*) or ``{"skip": reason}``.
@@ -27,7 +27,9 @@ from typing import Any
 from ...errors import UnknownOptionWarning
 from ...profiles import Profile
 from . import result_diff as _compare
-from .driver import Backend, Driver, Emit, run_executor_case, run_loop_case, run_parser_functions
+from .case_isolation import Emit
+from .case_runs import Backend, run_executor_case, run_loop_case, run_parser_functions
+from .driver import Driver
 from .protocol import KINDS, LocalConnection, ProtocolError, Session
 
 __all__ = ["Adapter", "ProfileAdapter", "ProfileBackend", "unsafe_step"]

@@ -85,6 +85,25 @@ def add_conformance_parser(subparsers: Any) -> None:
             "implementation cannot start (gated or not)."
         ),
     )
+    _add_implementation_options(p, known)
+    _add_selection_options(p)
+    _add_limit_options(p)
+    p.add_argument("--quiet", action="store_true", help="no progress bar, no summary")
+    p.add_argument(
+        "--suggest-deviations",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help="after the run, attribute rlm_compat-fixed's unexplained differences to "
+        "profile switches, save the attribution for this Python in DIR, and print "
+        "deviations.toml entries merged over every Python attributed in DIR "
+        "(maintainers: run once per recorded Python version)",
+    )
+    p.set_defaults(handler=_conformance)
+
+
+def _add_implementation_options(p: argparse.ArgumentParser, known: str) -> None:
+    """What runs, and the two oracles it is judged against."""
     p.add_argument(
         "--impl",
         action="append",
@@ -122,6 +141,10 @@ def add_conformance_parser(subparsers: Any) -> None:
         action="store_true",
         help="judge profile fixed against the upstream fixtures only (skip the CPython oracle)",
     )
+
+
+def _add_selection_options(p: argparse.ArgumentParser) -> None:
+    """Which cases run, and where their results are written."""
     p.add_argument(
         "--kind",
         action="append",
@@ -142,6 +165,10 @@ def add_conformance_parser(subparsers: Any) -> None:
     p.add_argument(
         "--json", type=Path, default=None, metavar="OUT.json", help="write every result as JSON here"
     )
+
+
+def _add_limit_options(p: argparse.ArgumentParser) -> None:
+    """How long a step or case may take, and where rlm_compat runs model code."""
     p.add_argument(
         "--step-limit",
         type=float,
@@ -164,18 +191,6 @@ def add_conformance_parser(subparsers: Any) -> None:
         help="where rlm_compat's profiles run model code (default: each profile's own: "
         "fixed in a worker process, upstream inline)",
     )
-    p.add_argument("--quiet", action="store_true", help="no progress bar, no summary")
-    p.add_argument(
-        "--suggest-deviations",
-        type=Path,
-        default=None,
-        metavar="DIR",
-        help="after the run, attribute rlm_compat-fixed's unexplained differences to "
-        "profile switches, save the attribution for this Python in DIR, and print "
-        "deviations.toml entries merged over every Python attributed in DIR "
-        "(maintainers: run once per recorded Python version)",
-    )
-    p.set_defaults(handler=_conformance)
 
 
 def _record(args: argparse.Namespace) -> int:

@@ -94,6 +94,9 @@ def source_hashes() -> dict[str, str]:
     files = {
         "reference_sha256": here / "reference.py",
         "driver_sha256": here / "driver.py",
+        "case_isolation_sha256": here / "case_isolation.py",
+        "case_runs_sha256": here / "case_runs.py",
+        "peer_backends_sha256": here / "peer_backends.py",
         "values_sha256": here / "values.py",
         "fences_sha256": here.parents[1] / "sandbox" / "fences.py",
     }

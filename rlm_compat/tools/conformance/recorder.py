@@ -48,7 +48,18 @@ __all__ = [
 
 UPSTREAM_REPOSITORY = "https://github.com/ysz/recursive-llm"
 PINNED = "2fb46cc"
-RECORDER_FILES = ("recorder.py", "driver.py", "values.py", "inputs.py", "protocol.py", "fixtures.py")
+RECORDER_FILES = (
+    "recorder.py",
+    "driver.py",
+    "case_isolation.py",
+    "case_runs.py",
+    "peer_backends.py",
+    "values.py",
+    "inputs.py",
+    "protocol.py",
+    "fixtures.py",
+)
+"""What a recording depends on besides upstream: this recorder, the driver's modules, the codecs."""
 _PARSER_BATCH = 500
 
 Progress = Callable[[str], None]
@@ -239,6 +250,23 @@ def record(
     if missing:
         raise RecordError(f"loop cases need upstream checkout(s) at {missing}; pass --upstream for each")
 
+    recordings = _record_all(pythons, checkouts, cases, step_limit, progress)
+    fixture_files, parser_identical = _write_fixtures(out_dir, cases, recordings)
+    provenance = _provenance(checkouts, recordings, step_limit, parser_identical, fixture_files)
+    (out_dir / PROVENANCE).write_text(
+        json.dumps(provenance, indent=2, sort_keys=True) + "\n", encoding="utf-8"
+    )
+    return provenance
+
+
+def _record_all(
+    pythons: Sequence[str],
+    checkouts: dict[str, Checkout],
+    cases: dict[str, list[_inputs.Case]],
+    step_limit: float,
+    progress: Progress,
+) -> list[_Recording]:
+    """Each Python's recording (two at a time); RecordError if any case failed anywhere."""
     with concurrent.futures.ThreadPoolExecutor(max_workers=2) as pool:
         futures = [pool.submit(_record_python, py, checkouts, cases, step_limit, progress) for py in pythons]
         recordings = [f.result() for f in futures]
@@ -249,7 +277,14 @@ def record(
     versions = [rec.version for rec in recordings]
     if len(set(versions)) != len(versions):
         raise RecordError(f"two interpreters of the same Python version given: {versions}")
+    return recordings
 
+
+def _write_fixtures(
+    out_dir: Path, cases: dict[str, list[_inputs.Case]], recordings: list[_Recording]
+) -> tuple[dict[str, dict[str, Any]], bool]:
+    """The fixture files (replacing stale ones): their counts and hashes, and whether one parser
+    file serves every Python (parser results identical across versions)."""
     out_dir.mkdir(parents=True, exist_ok=True)
     for stale in out_dir.glob("*.jsonl"):
         stale.unlink()
@@ -269,8 +304,18 @@ def record(
     else:
         for rec in recordings:
             write(fixture_name("parser", rec.version), _lines(cases["parser"], rec.results["parser"], set()))
+    return fixture_files, parser_identical
 
-    provenance = {
+
+def _provenance(
+    checkouts: dict[str, Checkout],
+    recordings: list[_Recording],
+    step_limit: float,
+    parser_identical: bool,
+    fixture_files: dict[str, dict[str, Any]],
+) -> dict[str, Any]:
+    """PROVENANCE.json: upstream's checkouts, each Python's recording, the recorder, the inputs."""
+    return {
         "format": 1,
         "upstream": {
             "repository": UPSTREAM_REPOSITORY,
@@ -301,10 +346,6 @@ def record(
         "inputs": _input_hashes(),
         "fixtures": dict(sorted(fixture_files.items())),
     }
-    (out_dir / PROVENANCE).write_text(
-        json.dumps(provenance, indent=2, sort_keys=True) + "\n", encoding="utf-8"
-    )
-    return provenance
 
 
 def check(

@@ -13,20 +13,23 @@ registered restriction (``reference_fixtures/restrictions.toml``).
 It is one more implementation of the conformance registry (``cpython-reference``), served by
 ``driver.py --backend cpython-reference`` under every supported Python with nothing of rlm_compat
 importable, so it uses only the standard library plus ``values.py`` and ``sandbox/fences.py``
-loaded by path. The driver runs each case in a forked child: a fresh interpreter state per case,
-an address-space limit and a hard kill for what the step's ``SIGALRM`` cannot stop.
+(loaded by path there, through the driver's ``standalone_package``). The driver runs each case in
+a forked child: a fresh interpreter state per case, an address-space limit and a hard kill for
+what the step's ``SIGALRM`` cannot stop.
 """
 
 from __future__ import annotations
 
 import ast
 import contextlib
-import importlib
 import io
 import re
 import signal
 from collections.abc import Callable
 from typing import Any
+
+from ...sandbox import fences
+from . import values
 
 __all__ = [
     "NO_CODE",
@@ -41,17 +44,6 @@ __all__ = [
 NO_CODE = "No code to execute"
 NO_OUTPUT = "Code executed successfully (no output)"
 FILENAME = "<reference-repl>"
-
-fences: Any
-values: Any
-if __package__:
-    from ...sandbox import fences as _package_fences
-    from . import values as _package_values
-
-    fences, values = _package_fences, _package_values
-else:  # loaded by path by driver.py's load_sibling, which registered these two first
-    fences = importlib.import_module("_rlm_conformance_fences")
-    values = importlib.import_module("_rlm_conformance_values")
 
 
 def extract(text: str) -> tuple[str, tuple[tuple[int, int], ...], int]:

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from importlib import resources
 from typing import Any
 
-from .suite_runner import KIND_ORDER, STATUSES, CaseResult, RunReport
+from .suite_runner import KIND_ORDER, STATUSES, CaseResult, ImplementationRun, RunReport
 
 __all__ = ["SYMBOLS", "render_json", "render_markdown", "render_summary"]
 
@@ -100,8 +100,21 @@ def _about() -> str:
 
 
 def render_markdown(report: RunReport, command: str = "", reproduce: Sequence[str] = ()) -> str:
-    """The full markdown report (docs/conformance.md is this, generated)."""
+    """The full markdown report (docs/conformance.md is this, generated): one helper a section."""
     impls = report.implementations
+    out = _preamble(command, reproduce)
+    out += _implementations(impls)
+    out += _summary(report)
+    out += [_about().rstrip(), ""]
+    out += _case_sections(impls)
+    out += _registered_deviations(report)
+    out += _cpython_oracle(report)
+    out += _failures(report)
+    out += _peer_differences(impls)
+    return "\n".join(out).rstrip() + "\n"
+
+
+def _preamble(command: str, reproduce: Sequence[str]) -> list[str]:
     out: list[str] = ["# Conformance matrix", ""]
     out += [
         "Every recorded case run against each implementation, judged against two oracles: what "
@@ -119,8 +132,11 @@ def render_markdown(report: RunReport, command: str = "", reproduce: Sequence[st
         + ". For peers (not gated) ✗ means *differs*.",
         "",
     ]
+    return out
 
-    out += [
+
+def _implementations(impls: Sequence[ImplementationRun]) -> list[str]:
+    out = [
         "## Implementations",
         "",
         "| implementation | oracle | version | Python | fixtures | gated | seconds |",
@@ -138,7 +154,12 @@ def render_markdown(report: RunReport, command: str = "", reproduce: Sequence[st
     notes = [f"- {impl.name}: {note}" for impl in impls for note in impl.notes]
     if notes:
         out += ["", *notes]
-    out += [
+    return out
+
+
+def _summary(report: RunReport) -> list[str]:
+    impls = report.implementations
+    out = [
         "",
         "## Summary",
         "",
@@ -156,14 +177,22 @@ def render_markdown(report: RunReport, command: str = "", reproduce: Sequence[st
         "",
         *(f"- **{i.name} could not start**: {i.start_error}" for i in impls if i.start_error),
     ]
-    out += [_about().rstrip(), ""]
+    return out
 
-    table: dict[str, dict[str, CaseResult]] = defaultdict(dict)
+
+_Table = dict[str, dict[str, CaseResult]]
+"""Results by case id, then by implementation name."""
+
+
+def _case_sections(impls: Sequence[ImplementationRun]) -> list[str]:
+    """A section per case kind: pass counts by topic, then a table of cases per topic."""
+    table: _Table = defaultdict(dict)
     meta: dict[str, tuple[str, str]] = {}
     for impl in impls:
         for result in impl.results:
             table[result.id][impl.name] = result
             meta[result.id] = (result.kind, result.topic)
+    out: list[str] = []
     for kind in KIND_ORDER:
         ids = sorted(i for i, (k, _) in meta.items() if k == kind)
         if not ids:
@@ -172,54 +201,73 @@ def render_markdown(report: RunReport, command: str = "", reproduce: Sequence[st
         topics: dict[str, list[str]] = defaultdict(list)
         for case_id in ids:
             topics[meta[case_id][1]].append(case_id)
-        out += [
-            "| topic | cases | " + " | ".join(i.name for i in impls) + " |",
-            "| --- | ---: |" + " ---: |" * len(impls),
-        ]
-        for topic, members in sorted(topics.items()):
-            cells = []
-            for impl in impls:
-                passed = sum(
-                    1
-                    for m in members
-                    if table[m].get(impl.name) is not None
-                    and table[m][impl.name].status in ("pass", "deviation")
-                )
-                cells.append(f"{passed}/{len(members)}")
-            out.append(f"| {topic} | {len(members)} | " + " | ".join(cells) + " |")
-        out.append("")
-        out.append("(cells: pass + explained deviations / cases)")
-        out.append("")
-        shown = 0
-        for topic, members in sorted(topics.items()):
-            rows = members
-            if kind == "parser":
-                rows = [
-                    m
-                    for m in members
-                    if any(r.status != "pass" and r.status != "skipped" for r in table[m].values())
-                ]
-                if not rows:
-                    continue
-            out += [
-                f"### {kind}: {topic}",
-                "",
-                "| case | " + " | ".join(i.name for i in impls) + " |",
-                "| --- |" + " :---: |" * len(impls),
-            ]
-            for case_id in rows:
-                if kind == "parser" and shown >= _PARSER_ROW_CAP:
-                    break
-                shown += 1
-                cells = [_cell(table[case_id].get(i.name), i.oracle) for i in impls]
-                out.append(f"| `{case_id}` | " + " | ".join(cells) + " |")
-            out.append("")
-        if kind == "parser" and shown >= _PARSER_ROW_CAP:
-            out += [f"(parser rows capped at {_PARSER_ROW_CAP}; --json has every result)", ""]
+        out += _topic_counts(impls, table, topics)
+        out += _topic_cases(kind, impls, table, topics)
+    return out
 
-    out += ["## Registered deviations", ""]
+
+def _topic_counts(
+    impls: Sequence[ImplementationRun], table: _Table, topics: dict[str, list[str]]
+) -> list[str]:
+    out = [
+        "| topic | cases | " + " | ".join(i.name for i in impls) + " |",
+        "| --- | ---: |" + " ---: |" * len(impls),
+    ]
+    for topic, members in sorted(topics.items()):
+        cells = []
+        for impl in impls:
+            passed = sum(
+                1
+                for m in members
+                if table[m].get(impl.name) is not None and table[m][impl.name].status in ("pass", "deviation")
+            )
+            cells.append(f"{passed}/{len(members)}")
+        out.append(f"| {topic} | {len(members)} | " + " | ".join(cells) + " |")
+    out.append("")
+    out.append("(cells: pass + explained deviations / cases)")
+    out.append("")
+    return out
+
+
+def _topic_cases(
+    kind: str, impls: Sequence[ImplementationRun], table: _Table, topics: dict[str, list[str]]
+) -> list[str]:
+    """A table of cases per topic; for parser cases only those some implementation did not
+    pass, at most ``_PARSER_ROW_CAP`` rows in all."""
+    out: list[str] = []
+    shown = 0
+    for topic, members in sorted(topics.items()):
+        rows = members
+        if kind == "parser":
+            rows = [
+                m
+                for m in members
+                if any(r.status != "pass" and r.status != "skipped" for r in table[m].values())
+            ]
+            if not rows:
+                continue
+        out += [
+            f"### {kind}: {topic}",
+            "",
+            "| case | " + " | ".join(i.name for i in impls) + " |",
+            "| --- |" + " :---: |" * len(impls),
+        ]
+        for case_id in rows:
+            if kind == "parser" and shown >= _PARSER_ROW_CAP:
+                break
+            shown += 1
+            cells = [_cell(table[case_id].get(i.name), i.oracle) for i in impls]
+            out.append(f"| `{case_id}` | " + " | ".join(cells) + " |")
+        out.append("")
+    if kind == "parser" and shown >= _PARSER_ROW_CAP:
+        out += [f"(parser rows capped at {_PARSER_ROW_CAP}; --json has every result)", ""]
+    return out
+
+
+def _registered_deviations(report: RunReport) -> list[str]:
+    out = ["## Registered deviations", ""]
     used: dict[int, dict[str, int]] = defaultdict(lambda: defaultdict(int))
-    for impl in impls:
+    for impl in report.implementations:
         for result in impl.results:
             if result.deviation is not None and impl.oracle == "upstream":
                 used[result.deviation][impl.name] += 1
@@ -235,37 +283,46 @@ def render_markdown(report: RunReport, command: str = "", reproduce: Sequence[st
             f"> {_md_escape(entry.reason)}",
             "",
         ]
-    out += _cpython_oracle(report)
+    return out
+
+
+def _failures(report: RunReport) -> list[str]:
     problems = [
         (impl, r)
-        for impl in impls
+        for impl in report.implementations
         for r in impl.results
         if r.status in ("unexplained", "unexpected-pass", "errored") and impl.gated
     ]
-    if problems or report.registry_problems or report.restriction_problems:
-        out += ["## Failures", ""]
-        out += [f"- deviations.toml: {_md_escape(p)}" for p in report.registry_problems]
-        out += [f"- restrictions.toml: {_md_escape(p)}" for p in report.restriction_problems]
-        out += [f"- {impl.name} `{r.id}` {r.status}: {_md_escape(r.detail)}" for impl, r in problems]
-        out.append("")
+    if not (problems or report.registry_problems or report.restriction_problems):
+        return []
+    out = ["## Failures", ""]
+    out += [f"- deviations.toml: {_md_escape(p)}" for p in report.registry_problems]
+    out += [f"- restrictions.toml: {_md_escape(p)}" for p in report.restriction_problems]
+    out += [f"- {impl.name} `{r.id}` {r.status}: {_md_escape(r.detail)}" for impl, r in problems]
+    out.append("")
+    return out
+
+
+def _peer_differences(impls: Sequence[ImplementationRun]) -> list[str]:
     peers = [impl for impl in impls if not impl.gated]
-    if peers:
-        out += ["## Where peers differ (first difference per case, by topic)", ""]
-        for impl in peers:
-            diffs = [r for r in impl.results if r.status in ("unexplained", "errored")]
-            out += [f"### {impl.name}: {len(diffs)} of {len(impl.results)} cases differ", ""]
-            by_topic: dict[str, list[CaseResult]] = defaultdict(list)
-            for r in diffs:
-                by_topic[f"{r.kind}: {r.topic}"].append(r)
-            for topic, rs in sorted(by_topic.items()):
-                example = rs[0]
-                out.append(f"- {topic}: {len(rs)} — e.g. `{example.id}`: {_md_escape(example.detail[:200])}")
-            out.append("")
-            skipped = _skip_reasons([r for r in impl.results if r.status == "skipped"])
-            for detail, n in skipped[:8]:
-                out.append(f"- skipped {n}: {_md_escape(detail[: _DETAIL_CAP * 3])}")
-            out.append("")
-    return "\n".join(out).rstrip() + "\n"
+    if not peers:
+        return []
+    out = ["## Where peers differ (first difference per case, by topic)", ""]
+    for impl in peers:
+        diffs = [r for r in impl.results if r.status in ("unexplained", "errored")]
+        out += [f"### {impl.name}: {len(diffs)} of {len(impl.results)} cases differ", ""]
+        by_topic: dict[str, list[CaseResult]] = defaultdict(list)
+        for r in diffs:
+            by_topic[f"{r.kind}: {r.topic}"].append(r)
+        for topic, rs in sorted(by_topic.items()):
+            example = rs[0]
+            out.append(f"- {topic}: {len(rs)} — e.g. `{example.id}`: {_md_escape(example.detail[:200])}")
+        out.append("")
+        skipped = _skip_reasons([r for r in impl.results if r.status == "skipped"])
+        for detail, n in skipped[:8]:
+            out.append(f"- skipped {n}: {_md_escape(detail[: _DETAIL_CAP * 3])}")
+        out.append("")
+    return out
 
 
 def _cpython_oracle(report: RunReport) -> list[str]:

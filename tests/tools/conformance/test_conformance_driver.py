@@ -7,13 +7,17 @@ prints to the real stdout.
 
 from __future__ import annotations
 
+import ast
+import json
+import subprocess
 import sys
 import textwrap
 import time
+from pathlib import Path
 
 import pytest
 
-from rlm_compat.tools.conformance.protocol import DriverProcess
+from rlm_compat.tools.conformance.protocol import DRIVER_PATH, DriverProcess, driver_environment
 
 _FILES = {
     "__init__.py": "from .core import RLM\n",
@@ -197,3 +201,39 @@ def test_a_message_the_driver_cannot_act_on_is_refused_and_the_run_goes_on(drive
     failed = driver.run("nonsense", [{"id": "x.y.z"}])
     assert failed[0]["failure"] == "refused the case: ProtocolViolation: unknown case kind 'nonsense'"
     assert _repl(driver, "a")["result"]["steps"][0]["output"] == "ran a"
+
+
+def test_the_script_finds_its_modules_by_path_with_rlm_compat_unimportable(tmp_path: Path) -> None:
+    """``python -I -S driver.py``: no site-packages (so no rlm_compat) and, on 3.11+, not even the
+    script's directory on ``sys.path``; the driver's sibling modules still load, by path, under
+    their standalone package name, and nothing named ``rlm_compat`` is imported."""
+    probe = (
+        "import importlib.util, sys\n"
+        "print(importlib.util.find_spec('rlm_compat'))\n"
+        "print(sorted(m for m in sys.modules if 'rlm_compat' in m))"
+    )
+    messages = [
+        {"type": "hello", "protocol": 1},
+        {"type": "case", "kind": "repl", "case": {"id": "repl.t.probe", "steps": [probe]}},
+        {"type": "bye"},
+    ]
+    done = subprocess.run(
+        [sys.executable, "-I", "-S", str(DRIVER_PATH), "--backend", "cpython-reference"],
+        input="".join(json.dumps(m) + "\n" for m in messages),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=tmp_path,
+        env=driver_environment(str(tmp_path)),
+    )
+    assert done.returncode == 0, done.stderr
+    hello, result = (json.loads(line) for line in done.stdout.splitlines())
+    assert hello["implementation"] == "cpython-reference", hello
+    step = result["result"]["steps"][0]
+    spec, loaded = step["output"].split("\n")
+    assert spec == "None"
+    standalone = "_rlm_compat_standalone.tools.conformance"
+    assert set(ast.literal_eval(loaded)) >= {
+        f"{standalone}.{m}" for m in ("case_runs", "peer_backends", "reference")
+    }
+    assert not [m for m in ast.literal_eval(loaded) if m.split(".")[0] == "rlm_compat"]
