@@ -183,88 +183,98 @@ def _completion_body(model: str, content: str, prompt: list[dict[str, Any]]) -> 
     }
 
 
+class _Handler(BaseHTTPRequestHandler):
+    """Answers one connection's requests from ``owner``'s script (bound by :func:`_make_handler`)."""
+
+    owner: ScriptedChatServer
+    protocol_version = "HTTP/1.1"
+    disable_nagle_algorithm = True  # no delayed-ACK stall between the header and body writes
+
+    def log_message(self, format: str, *args: Any) -> None:
+        """Quiet: tests read ``requests`` instead of a log."""
+
+    def _send_bytes(
+        self,
+        status: int,
+        data: bytes,
+        content_type: str = "application/json",
+        headers: Sequence[tuple[str, str]] = (),
+    ) -> None:
+        self.send_response(status)
+        self.send_header("Content-Type", content_type)
+        self.send_header("Content-Length", str(len(data)))
+        for name, value in headers:
+            self.send_header(name, value)
+        self.end_headers()
+        self.wfile.write(data)
+
+    def _send(self, status: HTTPStatus, body: dict[str, Any]) -> None:
+        self._send_bytes(status, json.dumps(body).encode())
+
+    def do_GET(self) -> None:
+        if self.path.rstrip("/").endswith("/models"):
+            self._send(HTTPStatus.OK, {"object": "list", "data": []})
+        else:
+            self._send(HTTPStatus.NOT_FOUND, _error(f"no route GET {self.path}"))
+
+    def do_POST(self) -> None:
+        length = int(self.headers.get("Content-Length") or 0)
+        try:
+            request = json.loads(self.rfile.read(length) or b"{}")
+        except json.JSONDecodeError as exc:
+            self._send(HTTPStatus.BAD_REQUEST, _error(f"request body is not JSON: {exc}"))
+            return
+        if not self.path.rstrip("/").endswith("/chat/completions"):
+            self._send(HTTPStatus.NOT_FOUND, _error(f"no route POST {self.path}"))
+            return
+        if request.get("stream"):
+            self._send(HTTPStatus.BAD_REQUEST, _error("streaming is not scripted"))
+            return
+        request["_headers"] = {k.lower(): v for k, v in self.headers.items()}
+        request["_received"] = time.monotonic()
+        try:
+            reply = self.owner._answer(request)
+        except Exception as exc:  # a scripting bug must reach the test, not kill the server
+            self._send(HTTPStatus.BAD_REQUEST, _error(f"reply script failed: {exc!r}"))
+            return
+        if self.owner.latency > 0:
+            time.sleep(self.owner.latency)
+        self._reply(request, reply)
+
+    def _reply(self, request: dict[str, Any], reply: object) -> None:
+        if reply is None:
+            self._send(
+                HTTPStatus.BAD_REQUEST,
+                _error(f"script exhausted after {self.owner._next} scripted replies"),
+            )
+        elif isinstance(reply, ErrorReply):
+            headers = [] if reply.retry_after is None else [("Retry-After", f"{reply.retry_after:g}")]
+            kind = "rate_limit_error" if reply.status == 429 else "server_error"
+            body = {"error": {"message": reply.message, "type": kind, "code": None}}
+            self._send_bytes(reply.status, json.dumps(body).encode(), headers=headers)
+        elif isinstance(reply, RawReply):
+            self._send_bytes(reply.status, reply.body, reply.content_type)
+        elif isinstance(reply, Disconnect):
+            self.close_connection = True
+            self.connection.shutdown(socket.SHUT_RDWR)
+        elif isinstance(reply, str):
+            model = str(request.get("model", ""))
+            self._send(HTTPStatus.OK, _completion_body(model, reply, request.get("messages", [])))
+        else:
+            self._send(
+                HTTPStatus.BAD_REQUEST,
+                _error(f"reply script returned {type(reply).__name__}, not a Reply"),
+            )
+
+
 def _make_handler(owner: ScriptedChatServer) -> type[BaseHTTPRequestHandler]:
-    class _Handler(BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"
-        disable_nagle_algorithm = True  # no delayed-ACK stall between the header and body writes
+    """The handler class of one server: the stdlib makes an instance per connection, from the class."""
 
-        def log_message(self, format: str, *args: Any) -> None:
-            """Quiet: tests read ``requests`` instead of a log."""
+    class _Bound(_Handler):
+        pass
 
-        def _send_bytes(
-            self,
-            status: int,
-            data: bytes,
-            content_type: str = "application/json",
-            headers: Sequence[tuple[str, str]] = (),
-        ) -> None:
-            self.send_response(status)
-            self.send_header("Content-Type", content_type)
-            self.send_header("Content-Length", str(len(data)))
-            for name, value in headers:
-                self.send_header(name, value)
-            self.end_headers()
-            self.wfile.write(data)
-
-        def _send(self, status: HTTPStatus, body: dict[str, Any]) -> None:
-            self._send_bytes(status, json.dumps(body).encode())
-
-        def do_GET(self) -> None:
-            if self.path.rstrip("/").endswith("/models"):
-                self._send(HTTPStatus.OK, {"object": "list", "data": []})
-            else:
-                self._send(HTTPStatus.NOT_FOUND, _error(f"no route GET {self.path}"))
-
-        def do_POST(self) -> None:
-            length = int(self.headers.get("Content-Length") or 0)
-            try:
-                request = json.loads(self.rfile.read(length) or b"{}")
-            except json.JSONDecodeError as exc:
-                self._send(HTTPStatus.BAD_REQUEST, _error(f"request body is not JSON: {exc}"))
-                return
-            if not self.path.rstrip("/").endswith("/chat/completions"):
-                self._send(HTTPStatus.NOT_FOUND, _error(f"no route POST {self.path}"))
-                return
-            if request.get("stream"):
-                self._send(HTTPStatus.BAD_REQUEST, _error("streaming is not scripted"))
-                return
-            request["_headers"] = {k.lower(): v for k, v in self.headers.items()}
-            request["_received"] = time.monotonic()
-            try:
-                reply = owner._answer(request)
-            except Exception as exc:  # a scripting bug must reach the test, not kill the server
-                self._send(HTTPStatus.BAD_REQUEST, _error(f"reply script failed: {exc!r}"))
-                return
-            if owner.latency > 0:
-                time.sleep(owner.latency)
-            self._reply(request, reply)
-
-        def _reply(self, request: dict[str, Any], reply: object) -> None:
-            if reply is None:
-                self._send(
-                    HTTPStatus.BAD_REQUEST,
-                    _error(f"script exhausted after {owner._next} scripted replies"),
-                )
-            elif isinstance(reply, ErrorReply):
-                headers = [] if reply.retry_after is None else [("Retry-After", f"{reply.retry_after:g}")]
-                kind = "rate_limit_error" if reply.status == 429 else "server_error"
-                body = {"error": {"message": reply.message, "type": kind, "code": None}}
-                self._send_bytes(reply.status, json.dumps(body).encode(), headers=headers)
-            elif isinstance(reply, RawReply):
-                self._send_bytes(reply.status, reply.body, reply.content_type)
-            elif isinstance(reply, Disconnect):
-                self.close_connection = True
-                self.connection.shutdown(socket.SHUT_RDWR)
-            elif isinstance(reply, str):
-                model = str(request.get("model", ""))
-                self._send(HTTPStatus.OK, _completion_body(model, reply, request.get("messages", [])))
-            else:
-                self._send(
-                    HTTPStatus.BAD_REQUEST,
-                    _error(f"reply script returned {type(reply).__name__}, not a Reply"),
-                )
-
-    return _Handler
+    _Bound.owner = owner
+    return _Bound
 
 
 def _error(message: str) -> dict[str, Any]:

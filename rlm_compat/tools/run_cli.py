@@ -83,6 +83,15 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         "repeatable. Several files become one string, each after a '==> path <==' header",
     )
     source.add_argument("--context", help="the context text itself")
+    _add_model_options(p)
+    _add_loop_options(p)
+    _add_budget_options(p)
+    _add_output_options(p)
+    p.set_defaults(handler=run_command)
+
+
+def _add_model_options(p: argparse.ArgumentParser) -> None:
+    """Which model answers, and how it is reached."""
     model = p.add_argument_group("model")
     model.add_argument("--model", required=True, help="litellm model name, e.g. gpt-4o-mini")
     model.add_argument("--recursive-model", help="cheaper model for recursive calls")
@@ -94,6 +103,10 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         default=None,
         help="the RLM's retries of transient provider errors (default 2; 0 under api 0.5)",
     )
+
+
+def _add_loop_options(p: argparse.ArgumentParser) -> None:
+    """The RLM loop's profile and limits, and where and how model code runs."""
     loop = p.add_argument_group("loop and REPL")
     loop.add_argument(
         "--profile", default=None, help="fixed (default), upstream, or an ablation spec (see `profiles`)"
@@ -119,6 +132,10 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         default=Limits.memory_mb,
         help=f"memory model code may allocate per session (default {Limits.memory_mb})",
     )
+
+
+def _add_budget_options(p: argparse.ArgumentParser) -> None:
+    """The budget of the whole run tree (spent: exit code 3)."""
     budget = p.add_argument_group("budget of the whole run tree (exit code 3 when spent)")
     budget.add_argument("--max-calls", type=int, default=None, help="model calls (max_total_calls)")
     budget.add_argument(
@@ -126,6 +143,10 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     )
     budget.add_argument("--max-cost", type=float, default=None, help="USD, litellm's estimate")
     budget.add_argument("--max-seconds", type=float, default=None, help="wall time (max_elapsed_seconds)")
+
+
+def _add_output_options(p: argparse.ArgumentParser) -> None:
+    """What goes to stdout, stderr and the trajectory file."""
     output = p.add_argument_group("output")
     output.add_argument(
         "--trajectory", metavar="PATH", help="write the run's events as JSON lines (docs/trajectory.md)"
@@ -142,7 +163,6 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         "auto: live on a terminal, plain otherwise",
     )
     output.add_argument("--stats", action="store_true", help="print stats to stderr")
-    p.set_defaults(handler=run_command)
 
 
 def run_command(args: argparse.Namespace) -> int:

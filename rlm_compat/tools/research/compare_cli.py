@@ -31,6 +31,16 @@ def register(commands: Any) -> None:
             "--impl cannot start; a crash or hang of one is a graded failure with its error."
         ),
     )
+    _add_grid_options(p)
+    _add_model_options(p)
+    _add_impl_options(p)
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.add_argument("--no-charts", action="store_true", help="skip the PNG charts (no matplotlib needed)")
+    p.set_defaults(handler=_compare)
+
+
+def _add_grid_options(p: argparse.ArgumentParser) -> None:
+    """What runs: the suite, the configs, how many runs, and where the results go."""
     p.add_argument("--suite", required=True, help="built-in suite name, or package.module:attr of your own")
     p.add_argument(
         "--config",
@@ -49,6 +59,10 @@ def register(commands: Any) -> None:
     )
     p.add_argument("--runs", type=int, default=1, help="runs per (task, config) (default 1)")
     p.add_argument("--out", type=Path, required=True, help="output directory (resumed if it exists)")
+
+
+def _add_model_options(p: argparse.ArgumentParser) -> None:
+    """How the runs are executed and how the RLM and its model are set up."""
     p.add_argument(
         "--executor",
         default="local",
@@ -66,6 +80,10 @@ def register(commands: Any) -> None:
     )
     p.add_argument("--isolation", default=None, help="REPL isolation (default: the profile's)")
     p.add_argument("--policy", default=None, help="package.module:attr, a (task, spec) -> client factory")
+
+
+def _add_impl_options(p: argparse.ArgumentParser) -> None:
+    """Other implementations run beside the profiles, and how their venvs are found or made."""
     p.add_argument(
         "--impl",
         action="append",
@@ -118,16 +136,12 @@ def register(commands: Any) -> None:
         metavar="S",
         help="seconds an --impl run may take before it is killed and graded as a hang (default 600)",
     )
-    p.add_argument("--no-progress", action="store_true", help="no progress bar")
-    p.add_argument("--no-charts", action="store_true", help="skip the PNG charts (no matplotlib needed)")
-    p.set_defaults(handler=_compare)
 
 
 def _compare(args: argparse.Namespace) -> int:
     from .comparison import run_grid
     from .executors import executor_from_spec
-    from .grid import GridJob, expand_configs, plan
-    from .impls import CANNOT_START, impl_config
+    from .grid import GridJob, plan
     from .suite_registry import resolve_policy, resolve_suite
 
     if not args.time_limit > 0:
@@ -139,29 +153,11 @@ def _compare(args: argparse.Namespace) -> int:
         import litellm
 
         litellm.suppress_debug_info = True
-    configs = (
-        expand_configs(args.config, ablation=args.ablation)
-        if args.config or args.ablation or not impls
-        else []
-    )
-    configs += [impl_config(impl.name) for impl in impls]
-    if len({impl.name for impl in impls}) != len(impls):
-        raise ToolUsageError("an --impl NAME is given twice: each implementation is one column")
-    api_key = None
-    if args.api_key_env:
-        api_key = os.environ.get(args.api_key_env)
-        if not api_key:
-            raise ToolUsageError(f"--api-key-env {args.api_key_env}: that variable is not set")
+    configs = _configs(args, impls)
+    api_key = _api_key(args)
     suite = resolve_suite(args.suite)
     if impls and args.model == "scripted":
-        from .task_policies import POLICIES
-
-        missing = sorted({spec.kind for spec in suite.tasks()} - set(POLICIES))
-        if missing:
-            raise ToolUsageError(
-                f"the scripted endpoint serves the built-in kinds' policies ({', '.join(POLICIES)}); "
-                f"suite {suite.name!r} has kinds {missing}: run --impl with a real --model"
-            )
+        _check_scripted_kinds(suite)
     job = GridJob(
         suite,
         resolve_policy(args.policy),
@@ -184,6 +180,51 @@ def _compare(args: argparse.Namespace) -> int:
         progress=not args.no_progress,
         charts=not args.no_charts,
     )
+    return _report(args, outcome, {s.run_id for s in specs})
+
+
+def _configs(args: argparse.Namespace, impls: list[Any]) -> list[Any]:
+    """The grid's columns: the --config / --ablation profiles, then one per --impl."""
+    from .grid import expand_configs
+    from .impls import impl_config
+
+    configs = (
+        expand_configs(args.config, ablation=args.ablation)
+        if args.config or args.ablation or not impls
+        else []
+    )
+    configs += [impl_config(impl.name) for impl in impls]
+    if len({impl.name for impl in impls}) != len(impls):
+        raise ToolUsageError("an --impl NAME is given twice: each implementation is one column")
+    return configs
+
+
+def _api_key(args: argparse.Namespace) -> str | None:
+    """The key named by --api-key-env (unset variable: an error), or None."""
+    if not args.api_key_env:
+        return None
+    api_key = os.environ.get(args.api_key_env)
+    if not api_key:
+        raise ToolUsageError(f"--api-key-env {args.api_key_env}: that variable is not set")
+    return api_key
+
+
+def _check_scripted_kinds(suite: Any) -> None:
+    """The scripted endpoint serves only the built-in kinds' policies to other implementations."""
+    from .task_policies import POLICIES
+
+    missing = sorted({spec.kind for spec in suite.tasks()} - set(POLICIES))
+    if missing:
+        raise ToolUsageError(
+            f"the scripted endpoint serves the built-in kinds' policies ({', '.join(POLICIES)}); "
+            f"suite {suite.name!r} has kinds {missing}: run --impl with a real --model"
+        )
+
+
+def _report(args: argparse.Namespace, outcome: Any, ran: set[str]) -> int:
+    """Print the pass rates per config; 1 when an --impl could not start in this invocation."""
+    from .impls import CANNOT_START
+
     print(
         f"{outcome.planned} runs planned, {outcome.skipped} already done, {outcome.ran} run now; "
         f"{args.out / 'summary.md'}"
@@ -193,7 +234,6 @@ def _compare(args: argparse.Namespace) -> int:
             f"  {row['config']:<40} pass {100 * row['pass_rate']:5.1f} %  "
             f"iterations {row['mean_iterations']:.2f}  runs {row['runs']}"
         )
-    ran = {s.run_id for s in specs}
     dead = sorted(
         {
             (r.spec.config, r.error or "")

@@ -19,8 +19,9 @@ against plain CPython running it (what the model expected):
 Per-quirk cost: each upstream quirk alone on in ``fixed`` (``fixed-with:Q``: the steps it breaks)
 and alone off in ``upstream`` (``upstream-without:Q``: the steps it repairs), first misses and
 cascades counted apart. The record written beside the page hashes its inputs (the corpus, the
-sandbox and profile sources, this module), and ``tests/tools/research/test_real_trajectories.py`` fails when
-the page does not match the record or the record is stale against them.
+sandbox and profile sources, this module), and
+``tests/tools/research/test_real_trajectories.py`` fails when the page does not match the record or
+the record is stale against them.
 """
 
 from __future__ import annotations
@@ -377,8 +378,14 @@ def input_hashes() -> dict[str, str]:
 
 def render(record: dict[str, Any]) -> str:
     """docs/research/real-trajectories.md from its record."""
-    corpus = record["corpus"]
-    impls = record["implementations"]
+    corpus, impls = record["corpus"], record["implementations"]
+    lines = [*_corpus_lines(corpus), *_implementation_lines(impls), *_failure_lines(impls)]
+    lines += [*_quirk_lines(record["quirks"]), *_limits_lines(corpus)]
+    return "\n".join(lines)
+
+
+def _corpus_lines(corpus: dict[str, Any]) -> list[str]:
+    """The title, the command, and the corpus by source."""
     lines = [
         "# Real trajectories: the implementations and the upstream quirks on code real models wrote",
         "",
@@ -415,7 +422,12 @@ def render(record: dict[str, Any]) -> str:
     for name, entry in corpus["sources"].items():
         models = ", ".join(f"`{m}`" for m in entry["models"])
         lines.append(f"| {name} | {entry['licence']} | {entry['runs']} | {entry['steps']} | {models} |")
-    lines += [
+    return lines
+
+
+def _implementation_lines(impls: dict[str, Any]) -> list[str]:
+    """Per implementation: how many of the steps CPython runs it runs the same, and the chart."""
+    lines = [
         "",
         "## Implementations against plain CPython",
         "",
@@ -435,7 +447,12 @@ def render(record: dict[str, Any]) -> str:
             f"{row['cascades']} | {row['runs_refused']} |"
         )
     lines += ["", f"![share of the steps CPython runs, per implementation]({CHART})", ""]
-    lines += ["### Failure classes (first misses)", ""]
+    return lines
+
+
+def _failure_lines(impls: dict[str, Any]) -> list[str]:
+    """Per implementation: its first misses by failure class, each with an example step."""
+    lines = ["### Failure classes (first misses)", ""]
     for name, row in impls.items():
         if not row["misses"]:
             continue
@@ -453,23 +470,34 @@ def render(record: dict[str, Any]) -> str:
                 f"| {_cell(ex['cpython'])} |"
             )
         lines.append("")
-    if record["quirks"]:
-        lines += [
-            "## Quirk cost on real code",
-            "",
-            "Each upstream quirk alone: on in `fixed` (`fixed-with:Q`), the steps it breaks that `fixed`",
-            "runs as CPython (all of them, and the first misses among them); off in `upstream`",
-            "(`upstream-without:Q`), the steps `upstream` misses that it then runs as CPython.",
-            "",
-            "| quirk | breaks alone (on in fixed) | of them first misses | repairs alone (off in upstream) |",
-            "|---|---:|---:|---:|",
-        ]
-        for quirk, row in sorted(record["quirks"].items(), key=lambda kv: (-kv[1]["breaks_alone"], kv[0])):
-            lines.append(
-                f"| `{quirk}` | {row['breaks_alone']} | {row['breaks_first']} | {row['repairs_alone']} |"
-            )
-        lines.append("")
-    lines += [
+    return lines
+
+
+def _quirk_lines(quirks: dict[str, Any]) -> list[str]:
+    """What each upstream quirk alone breaks in `fixed` and repairs in `upstream` (if measured)."""
+    if not quirks:
+        return []
+    lines = [
+        "## Quirk cost on real code",
+        "",
+        "Each upstream quirk alone: on in `fixed` (`fixed-with:Q`), the steps it breaks that `fixed`",
+        "runs as CPython (all of them, and the first misses among them); off in `upstream`",
+        "(`upstream-without:Q`), the steps `upstream` misses that it then runs as CPython.",
+        "",
+        "| quirk | breaks alone (on in fixed) | of them first misses | repairs alone (off in upstream) |",
+        "|---|---:|---:|---:|",
+    ]
+    for quirk, row in sorted(quirks.items(), key=lambda kv: (-kv[1]["breaks_alone"], kv[0])):
+        lines.append(
+            f"| `{quirk}` | {row['breaks_alone']} | {row['breaks_first']} | {row['repairs_alone']} |"
+        )
+    lines.append("")
+    return lines
+
+
+def _limits_lines(corpus: dict[str, Any]) -> list[str]:
+    """What the measurement can claim, and whether the corpus reaches issue 24's targets."""
+    lines = [
         "## What this can and cannot claim",
         "",
         "The code is what real models wrote, re-executed step by step in each implementation with the",
@@ -500,7 +528,7 @@ def render(record: dict[str, Any]) -> str:
             "indicative, not a measurement of models at large.",
             "",
         ]
-    return "\n".join(lines)
+    return lines
 
 
 def write_chart(record: dict[str, Any], path: Path) -> None:

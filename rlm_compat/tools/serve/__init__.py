@@ -14,7 +14,7 @@ from ._protocol import ApiError, ServeLimits
 if TYPE_CHECKING:
     from aiohttp import web
 
-    from ._app import ServerConfig
+    from ._config import ServerConfig
 
 __all__ = ["SCHEME", "ApiError", "ModelRegistry", "ModelSpec", "ServeLimits", "ServerConfig", "create_app"]
 
@@ -28,7 +28,7 @@ def create_app(config: ServerConfig) -> web.Application:
 
 def __getattr__(name: str) -> Any:
     if name == "ServerConfig":
-        from ._app import ServerConfig
+        from ._config import ServerConfig
 
         return ServerConfig
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

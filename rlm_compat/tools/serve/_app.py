@@ -10,31 +10,27 @@ workers on the way out.
 from __future__ import annotations
 
 import asyncio
-import collections
 import hmac
 import json
 import logging
-import os
 import re
-import socket
 import time
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import asynccontextmanager
-from dataclasses import dataclass, field
+from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 from aiohttp import web
 
 from ...environments import EnvironmentAccessError, LocalExecutionEnvironment
 from ...events import TrajectoryEvent
-from ..tool_errors import ToolUsageError
-from ._models import ModelRegistry, ModelSpec
+from ._config import Redactor, ServerConfig
+from ._disconnect import client_gone, unless_gone
+from ._gate import Gate
+from ._models import ModelSpec
 from ._protocol import (
     ApiError,
     ChatRequest,
-    ServeLimits,
     bad,
     chunk,
     completion,
@@ -43,129 +39,14 @@ from ._protocol import (
     parse_request,
     usage_of,
 )
+from ._sse import comment, dumps, progress_line, send
 
 __all__ = ["ServerConfig", "create_app"]
 
 log = logging.getLogger("rlm_compat.tools.serve")
-_T = TypeVar("_T")
 
 _RUN_ID = re.compile(r"^chatcmpl-rlm-[0-9a-f]{32}$")
-_SECRET_NAME = re.compile(r"KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL", re.IGNORECASE)
 _ANSWER_PIECE = 4096
-
-
-@dataclass(frozen=True)
-class ServerConfig:
-    """Everything a server process is started with (the CLI builds one; tests can too)."""
-
-    registry: ModelRegistry
-    limits: ServeLimits = field(default_factory=ServeLimits)
-    api_key_env: str | None = None
-    documents_root: str | None = None
-    trajectory_dir: str | None = None
-    redact_trajectories: bool = False
-    heartbeat_seconds: float = 15.0
-
-    def bearer(self) -> str | None:
-        """The token clients must send, read from ``api_key_env`` (unset variable: an error)."""
-        if self.api_key_env is None:
-            return None
-        value = os.environ.get(self.api_key_env)
-        if not value:
-            raise ToolUsageError(f"--api-key-env {self.api_key_env}: that environment variable is not set")
-        return value
-
-
-class Redactor:
-    """Replaces secret values (provider keys, the server's token) in anything that leaves the process."""
-
-    def __init__(self, names: list[str]) -> None:
-        values = {os.environ.get(n, "") for n in names}
-        values |= {v for k, v in os.environ.items() if _SECRET_NAME.search(k)}
-        self._secrets = sorted((v for v in values if len(v) >= 8), key=len, reverse=True)
-
-    def __call__(self, text: str) -> str:
-        for secret in self._secrets:
-            if secret in text:
-                text = text.replace(secret, "[redacted]")
-        return text
-
-
-class RedactingFormatter(logging.Formatter):
-    """A log formatter whose output (tracebacks included) never carries a secret."""
-
-    def __init__(self, redact: Redactor, fmt: str) -> None:
-        super().__init__(fmt)
-        self._redact = redact
-
-    def format(self, record: logging.LogRecord) -> str:
-        return self._redact(super().format(record))
-
-
-class Gate:
-    """At most ``limit`` runs at once, ``queue`` more waiting in arrival order, 429 beyond that."""
-
-    def __init__(self, limit: int, queue: int, timeout: float) -> None:
-        self._free = limit
-        self._queue = queue
-        self._timeout = timeout
-        self._waiters: collections.deque[asyncio.Future[None]] = collections.deque()
-        self.running = 0
-
-    @property
-    def waiting(self) -> int:
-        return sum(1 for w in self._waiters if not w.done())
-
-    @asynccontextmanager
-    async def slot(self) -> AsyncIterator[None]:
-        await self._acquire()
-        self.running += 1
-        try:
-            yield
-        finally:
-            self.running -= 1
-            self._release()
-
-    async def _acquire(self) -> None:
-        if self._free > 0 and not self.waiting:
-            self._free -= 1
-            return
-        if self.waiting >= self._queue:
-            raise _busy(f"server busy: {self.running} runs in progress and {self.waiting} queued (the limit)")
-        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self._waiters.append(future)
-
-        def expire() -> None:
-            if not future.done():
-                future.set_exception(_busy("queued too long", True))
-
-        timer = asyncio.get_running_loop().call_later(self._timeout, expire)
-        try:
-            await future
-        except BaseException:
-            got_slot = future.done() and not future.cancelled() and future.exception() is None
-            if got_slot:
-                self._release()  # handed a slot just as the wait was cancelled: pass it on
-            raise
-        finally:
-            timer.cancel()
-            if future in self._waiters:
-                self._waiters.remove(future)
-
-    def _release(self) -> None:
-        while self._waiters:
-            waiter = self._waiters.popleft()
-            if not waiter.done():
-                waiter.set_result(None)
-                return
-        self._free += 1
-
-
-def _busy(message: str, timed_out: bool = False) -> ApiError:
-    text = (
-        f"{message}; retry later" if not timed_out else f"{message} waiting for a free run slot; retry later"
-    )
-    return ApiError(429, text, type="rate_limit_error", code="server_busy", retry=True, retry_after=1)
 
 
 def create_app(config: ServerConfig) -> web.Application:
@@ -346,13 +227,13 @@ class _Server:
         async with self.gate.slot():
             if chat.stream:
                 return await self._stream(request, chat, spec, context, run_id)
-            outcome = await _unless_gone(request, self._run(chat, spec, context, run_id, None))
+            outcome = await unless_gone(request, self._run(chat, spec, context, run_id, None))
         self.served += 1
         if isinstance(outcome, ApiError):
             raise outcome
         answer, stats = outcome
         body = completion(run_id, chat.model, answer, stats, self._extra(run_id, stats))
-        return web.json_response(body, headers={"x-rlm-run-id": run_id}, dumps=_dumps)
+        return web.json_response(body, headers={"x-rlm-run-id": run_id}, dumps=dumps)
 
     async def _context(self, chat: ChatRequest) -> str:
         """The run's context: named documents, then the extension's text; else the earlier messages."""
@@ -472,9 +353,9 @@ class _Server:
         )
         await response.prepare(request)
         run = asyncio.ensure_future(self._run(chat, spec, context, run_id, progress))
-        gone = asyncio.ensure_future(_client_gone(request))
+        gone = asyncio.ensure_future(client_gone(request))
         try:
-            await _send(response, chunk(run_id, chat.model, {"role": "assistant", "content": ""}))
+            await send(response, chunk(run_id, chat.model, {"role": "assistant", "content": ""}))
             while not run.done():
                 getter = asyncio.ensure_future(events.get())
                 done, _ = await asyncio.wait(
@@ -486,11 +367,11 @@ class _Server:
                     getter.cancel()
                     raise asyncio.CancelledError("the client went away")
                 if getter in done:
-                    await _comment(response, _progress_line(getter.result()))
+                    await comment(response, progress_line(getter.result()))
                 else:
                     getter.cancel()
                     if not done:
-                        await _comment(response, "rlm-heartbeat")
+                        await comment(response, "rlm-heartbeat")
             outcome = run.result()
         except BaseException:
             run.cancel()
@@ -504,107 +385,20 @@ class _Server:
             body = outcome.body()
             body["error"]["message"] = self.redact(body["error"]["message"])
             body["error"]["status"] = outcome.status
-            await _send(response, body)
+            await send(response, body)
             await response.write_eof()
             return response
         answer, stats = outcome
         for start in range(0, max(len(answer), 1), _ANSWER_PIECE):
-            await _send(
+            await send(
                 response, chunk(run_id, chat.model, {"content": answer[start : start + _ANSWER_PIECE]})
             )
-        await _send(response, chunk(run_id, chat.model, {}, finish="stop", extra=self._extra(run_id, stats)))
+        await send(response, chunk(run_id, chat.model, {}, finish="stop", extra=self._extra(run_id, stats)))
         if chat.include_usage:
-            await _send(response, chunk(run_id, chat.model, None, usage=usage_of(stats)))
+            await send(response, chunk(run_id, chat.model, None, usage=usage_of(stats)))
         await response.write(b"data: [DONE]\n\n")
         await response.write_eof()
         return response
-
-
-async def _unless_gone(request: web.Request, work: Awaitable[_T]) -> _T:
-    """``await work``, cancelled as soon as the client closes its connection."""
-    task = asyncio.ensure_future(work)
-    gone = asyncio.ensure_future(_client_gone(request))
-    try:
-        done, _ = await asyncio.wait({task, gone}, return_when=asyncio.FIRST_COMPLETED)
-        if task not in done:
-            raise asyncio.CancelledError("the client went away")
-        return task.result()
-    except BaseException:
-        task.cancel()
-        await asyncio.gather(task, return_exceptions=True)
-        raise
-    finally:
-        gone.cancel()
-
-
-async def _client_gone(request: web.Request, every: float = 0.2) -> None:
-    """Returns once the client has closed its end of the connection.
-
-    aiohttp stops reading a connection while its handler runs, so it sees a hang-up only at the
-    next write; a non-streamed run never writes until its end. Peeking at the socket (a
-    duplicate of its descriptor, read with MSG_PEEK, so aiohttp's data is untouched) sees the
-    end of the stream at once.
-    """
-    transport = request.transport
-    raw = None if transport is None else transport.get_extra_info("socket")
-    if raw is None:
-        await asyncio.Event().wait()  # nothing to watch: never "gone"
-        return
-    probe = socket.socket(fileno=os.dup(raw.fileno()))
-    try:
-        probe.setblocking(False)
-        while True:
-            await asyncio.sleep(every)
-            if transport is None or transport.is_closing():
-                return
-            try:
-                if probe.recv(1, socket.MSG_PEEK) == b"":
-                    return
-            except (BlockingIOError, InterruptedError):
-                continue
-            except OSError:
-                return
-    finally:
-        probe.close()
-
-
-def _dumps(obj: Any) -> str:
-    return json.dumps(obj, ensure_ascii=False, default=repr)
-
-
-async def _send(response: web.StreamResponse, body: dict[str, Any]) -> None:
-    await response.write(f"data: {_dumps(body)}\n\n".encode())
-
-
-async def _comment(response: web.StreamResponse, text: str) -> None:
-    await response.write(f": {text}\n\n".encode())
-
-
-def _progress_line(event: TrajectoryEvent) -> str:
-    """One progress comment: the event's envelope and its small figures, never its texts."""
-    data = event.data
-    shown = {k: data[k] for k in ("error",) if isinstance(data.get(k), bool)} | {
-        k: data[k]
-        for k in (
-            "iteration",
-            "error",
-            "function",
-            "count",
-            "total_tokens",
-            "is_leaf",
-            "attempt",
-            "error_type",
-        )
-        if k in data
-    }
-    envelope = {
-        "sequence": event.sequence,
-        "kind": event.kind,
-        "depth": event.depth,
-        "node_id": event.node_id,
-        "elapsed_seconds": event.elapsed_seconds,
-    }
-    return "rlm-progress " + json.dumps({**envelope, **shown}, default=repr)
 
 
 def _import_litellm() -> None:

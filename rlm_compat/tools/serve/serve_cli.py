@@ -100,7 +100,7 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
 
 def build_config(args: argparse.Namespace) -> Any:
     """The ServerConfig the flags describe (ToolUsageError for a bad combination)."""
-    from ._app import ServerConfig
+    from ._config import ServerConfig
 
     template = ModelSpec(
         name="rlm:template",
@@ -172,7 +172,8 @@ def serve_command(args: argparse.Namespace) -> int:
 async def _serve(config: Any, host: str, port: int, level: str) -> None:
     from aiohttp import web
 
-    from ._app import RedactingFormatter, create_app
+    from ._app import create_app
+    from ._config import RedactingFormatter
 
     app = create_app(config)
     handler = logging.StreamHandler(sys.stderr)

@@ -88,6 +88,43 @@ def _ablation(records: list[RunRecord]) -> list[dict[str, Any]]:
 def write_compare(directory: Path, out: Path) -> list[Path]:
     """Write the comparison report to ``out`` and one page per run beside it; returns every file written."""
     records = load_runs(directory)
+    links, written = _write_run_pages(records, directory, out)
+    models = len({r.spec.model for r in records})
+    failures = [
+        {
+            "href": links[id(r)],
+            "record": dataclasses.asdict(r),
+            "answer": short(r.answer),
+            "run_id": r.spec.run_id,
+        }
+        for r in records
+        if not r.grade.passed
+    ]
+    out.write_text(
+        page(
+            "compare.html.j2",
+            title=f"comparison: {directory.name}",
+            view_kind="compare",
+            source=str(directory),
+            overview=_overview(records, models),
+            columns=list(dict.fromkeys(_column(r, models) for r in records)),
+            tasks=list(dict.fromkeys(r.spec.task_id for r in records)),
+            cells=_cells(records, models, links),
+            ablation=_ablation(records),
+            charts=[{"name": p.name, "uri": data_uri_png(p)} for p in sorted(directory.glob("*.png"))],
+            summary=_summary(directory),
+            failures=failures,
+            total=len(records),
+        ),
+        encoding="utf-8",
+    )
+    return [out, *written]
+
+
+def _write_run_pages(
+    records: list[RunRecord], directory: Path, out: Path
+) -> tuple[dict[int, str], list[Path]]:
+    """One page per run in ``<report>_runs/``: the link to each record's page, and the files written."""
     runs_dir = out.with_name(out.stem + "_runs")
     runs_dir.mkdir(parents=True, exist_ok=True)
     written = []
@@ -116,9 +153,13 @@ def write_compare(directory: Path, out: Path) -> list[Path]:
             encoding="utf-8",
         )
         written.append(runs_dir / name)
-    models = len({r.spec.model for r in records})
-    columns = list(dict.fromkeys(_column(r, models) for r in records))
-    tasks = list(dict.fromkeys(r.spec.task_id for r in records))
+    return links, written
+
+
+def _cells(
+    records: list[RunRecord], models: int, links: dict[int, str]
+) -> dict[tuple[str, str], list[dict[str, Any]]]:
+    """The task x column matrix: per cell, each run's link, verdict and hover text."""
     cells: dict[tuple[str, str], list[dict[str, Any]]] = {}
     for r in records:
         cells.setdefault((r.spec.task_id, _column(r, models)), []).append(
@@ -128,6 +169,11 @@ def write_compare(directory: Path, out: Path) -> list[Path]:
                 "title": short(f"{r.grade.reason} | answer: {r.answer}", 200),
             }
         )
+    return cells
+
+
+def _overview(records: list[RunRecord], models: int) -> list[dict[str, Any]]:
+    """Per column: pass rate, errors and the mean iterations, calls, tokens, time, score and cost."""
     overview = []
     for column, rs in group(records, lambda r: _column(r, models)).items():
         overview.append(
@@ -147,41 +193,14 @@ def write_compare(directory: Path, out: Path) -> list[Path]:
                 else None,
             }
         )
-    charts = [{"name": p.name, "uri": data_uri_png(p)} for p in sorted(directory.glob("*.png"))]
-    summary = None
-    if (directory / "summary.json").is_file():
-        try:
-            summary = json.dumps(
-                json.loads((directory / "summary.json").read_text(encoding="utf-8")), indent=1
-            )
-        except ValueError as exc:
-            raise ViewInputError(f"{directory / 'summary.json'}: not JSON ({exc})") from None
-    failures = [
-        {
-            "href": links[id(r)],
-            "record": dataclasses.asdict(r),
-            "answer": short(r.answer),
-            "run_id": r.spec.run_id,
-        }
-        for r in records
-        if not r.grade.passed
-    ]
-    out.write_text(
-        page(
-            "compare.html.j2",
-            title=f"comparison: {directory.name}",
-            view_kind="compare",
-            source=str(directory),
-            overview=overview,
-            columns=columns,
-            tasks=tasks,
-            cells=cells,
-            ablation=_ablation(records),
-            charts=charts,
-            summary=summary,
-            failures=failures,
-            total=len(records),
-        ),
-        encoding="utf-8",
-    )
-    return [out, *written]
+    return overview
+
+
+def _summary(directory: Path) -> str | None:
+    """``summary.json`` re-indented for display, if the directory has one."""
+    if not (directory / "summary.json").is_file():
+        return None
+    try:
+        return json.dumps(json.loads((directory / "summary.json").read_text(encoding="utf-8")), indent=1)
+    except ValueError as exc:
+        raise ViewInputError(f"{directory / 'summary.json'}: not JSON ({exc})") from None

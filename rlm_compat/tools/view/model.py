@@ -185,113 +185,100 @@ def from_events(
     so every child node or leaf call its code starts falls between the batch's ``subcall_start``
     and ``subcall_end`` events.
     """
-    nodes: dict[str, NodeModel] = {}
-    order: list[str] = []
-    calls: dict[str, tuple[str, CallInfo, int, int | None]] = {}
-    pending: dict[str, StepModel] = {}
-    open_batches: dict[str, SubcallModel] = {}
-    executed: dict[str, int] = {}  # repl_steps per node: replay numbers a node's steps this way
-    model = TrajectoryModel(
-        title=title or f"run {header.get('run_id', '')}".strip(),
-        source_format="rlm_compat",
-        nodes=[],
-        run_id=str(header.get("run_id", "")),
-        redacted=bool(header.get("redacted", False)),
+    tree = _Tree(
+        TrajectoryModel(
+            title=title or f"run {header.get('run_id', '')}".strip(),
+            source_format="rlm_compat",
+            nodes=[],
+            run_id=str(header.get("run_id", "")),
+            redacted=bool(header.get("redacted", False)),
+        )
     )
+    for number, event in enumerate(events, 1):
+        try:
+            kind, data = event["kind"], event["data"]
+            envelope = _Envelope(
+                str(event["node_id"]),
+                str(event["parent_id"]),
+                int(event.get("sequence", number)),
+                int(event.get("depth", 0)),
+            )
+        except (KeyError, TypeError, ValueError) as exc:
+            raise ViewInputError(f"trajectory event {number} lacks the envelope field {exc}") from None
+        tree.feed(kind, data, envelope)
+    return tree.finish()
 
-    def add(node: NodeModel) -> NodeModel:
-        nodes[node.node_id] = node
-        order.append(node.node_id)
-        parent = nodes.get(node.parent_id)
+
+@dataclasses.dataclass(frozen=True)
+class _Envelope:
+    node_id: str
+    parent_id: str
+    sequence: int
+    depth: int
+
+
+class _Tree:
+    """The tree being built from one trajectory's events, fed in order."""
+
+    def __init__(self, model: TrajectoryModel) -> None:
+        self.model = model
+        self.nodes: dict[str, NodeModel] = {}
+        self.order: list[str] = []
+        self.calls: dict[str, tuple[str, CallInfo, int, int | None]] = {}
+        self.pending: dict[str, StepModel] = {}
+        self.open_batches: dict[str, SubcallModel] = {}
+        self.executed: dict[str, int] = {}  # repl_steps per node: replay numbers a node's steps this way
+
+    def add(self, node: NodeModel) -> NodeModel:
+        self.nodes[node.node_id] = node
+        self.order.append(node.node_id)
+        parent = self.nodes.get(node.parent_id)
         if parent is not None:
             parent.children.append(node.node_id)
-            batch = open_batches.get(parent.node_id)
+            batch = self.open_batches.get(parent.node_id)
             if batch is not None:
                 batch.children.append(node.node_id)
         return node
 
-    def current_step(event_node: str) -> StepModel | None:
+    def current_step(self, event_node: str) -> StepModel | None:
         """The step an event about ``event_node`` (a call or an RLM node) belongs to."""
-        if event_node in calls:
-            owner = calls[event_node][0]
-            if event_node in nodes:  # a leaf call
-                return nodes[event_node].steps[0]
-            return pending.get(owner)
-        return pending.get(event_node)
+        if event_node in self.calls:
+            owner = self.calls[event_node][0]
+            if event_node in self.nodes:  # a leaf call
+                return self.nodes[event_node].steps[0]
+            return self.pending.get(owner)
+        return self.pending.get(event_node)
 
-    def step_of(node: NodeModel, iteration: int, sequence: int) -> StepModel:
-        step = pending.get(node.node_id)
+    def step_of(self, node: NodeModel, iteration: int, sequence: int) -> StepModel:
+        step = self.pending.get(node.node_id)
         if step is None or step.iteration != iteration:
             step = StepModel(iteration=iteration, sequence=sequence)
-            pending[node.node_id] = step
+            self.pending[node.node_id] = step
             node.steps.append(step)
         return step
 
-    for number, event in enumerate(events, 1):
-        try:
-            kind, data = event["kind"], event["data"]
-            node_id, parent_id = str(event["node_id"]), str(event["parent_id"])
-            sequence = int(event.get("sequence", number))
-            depth = int(event.get("depth", 0))
-        except (KeyError, TypeError, ValueError) as exc:
-            raise ViewInputError(f"trajectory event {number} lacks the envelope field {exc}") from None
+    def feed(self, kind: str, data: Mapping[str, Any], e: _Envelope) -> None:
+        """Apply one event to the tree."""
+        model, nodes, node_id = self.model, self.nodes, e.node_id
         if kind == "run_start":
             model.query = _text(data.get("query"))
         elif kind == "rlm_start":
-            add(
+            self.add(
                 NodeModel(
-                    node_id, parent_id, depth, "rlm", str(data.get("model", "")), _text(data.get("query"))
+                    node_id, e.parent_id, e.depth, "rlm", str(data.get("model", "")), _text(data.get("query"))
                 )
             )
         elif kind == "model_call_start":
-            info = CallInfo(model=str(data.get("model", "")))
-            iteration = data.get("iteration")
-            calls[node_id] = (parent_id, info, sequence, iteration)
-            if data.get("is_leaf"):
-                messages = data.get("messages") or []
-                prompt = _text(messages[-1].get("content")) if messages else None
-                leaf = add(NodeModel(node_id, parent_id, depth, "leaf", info.model, prompt))
-                leaf.steps.append(StepModel(iteration=1, call=info, sequence=sequence))
-            elif parent_id in nodes and isinstance(iteration, int):
-                owner_node = nodes[parent_id]
-                step_of(owner_node, iteration, sequence).call = info
-                for message in data.get("messages") or []:
-                    if owner_node.system_prompt is None and message.get("role") == "system":
-                        owner_node.system_prompt = _text(message.get("content"))
+            self.call_start(data, e)
         elif kind in ("model_call_end", "model_call_error"):
-            found = calls.get(node_id)
-            if found is None:
-                continue
-            owner, info, _, _ = found
-            info.model = str(data.get("model", info.model))
-            info.latency_seconds = data.get("latency_seconds")
-            info.retries = int(data.get("retries") or 0)
-            if kind == "model_call_end":
-                for name in ("prompt_tokens", "completion_tokens", "total_tokens", "cost_usd"):
-                    setattr(info, name, data.get(name))
-                reply = _text(data.get("reply"))
-            else:
-                info.error = f"{data.get('error_type', 'Error')}: {data.get('error', '')}"
-                reply = None
-                failed = current_step(node_id)
-                if failed is not None and data.get("retrying"):
-                    failed.notes.append(f"model call failed, the RLM tries again: {info.error}")
-            if node_id in nodes:  # a leaf call
-                leaf = nodes[node_id]
-                leaf.steps[0].reply = reply
-                leaf.answer = reply
-                leaf.error = info.error
-            elif owner in nodes:
-                step = pending.get(owner)
-                if step is not None and step.call is info:
-                    step.reply = reply
+            self.call_end(kind, data, node_id)
         elif kind in _NOTES:
-            noted = current_step(node_id)
+            noted = self.current_step(node_id)
             if noted is not None:
                 noted.notes.append(_NOTES[kind](data))
         elif kind == "repl_step" and node_id in nodes:
-            step = step_of(nodes[node_id], int(data.get("iteration", 0)), sequence)
-            executed[node_id] = step.replay_step = executed.get(node_id, 0) + 1
+            step = self.step_of(nodes[node_id], int(data.get("iteration", 0)), e.sequence)
+            self.executed[node_id] = step.replay_step = self.executed.get(node_id, 0) + 1
             code = _text(data.get("code"))
             step.code = None if code == step.reply else code
             step.output = _text(data.get("output"))
@@ -299,14 +286,13 @@ def from_events(
             step.duration_seconds = data.get("duration_seconds")
         elif kind == "subcall_start" and node_id in nodes:
             batch = SubcallModel(str(data.get("function", "")), int(data.get("count", 0)))
-            open_batches[node_id] = batch
-            owner_node = nodes[node_id]
-            current = pending.get(node_id)
+            self.open_batches[node_id] = batch
+            current = self.pending.get(node_id)
             if current is None:
-                current = step_of(owner_node, 0, sequence)
+                current = self.step_of(nodes[node_id], 0, e.sequence)
             current.subcalls.append(batch)
         elif kind == "subcall_end":
-            closing = open_batches.pop(node_id, None)
+            closing = self.open_batches.pop(node_id, None)
             if closing is not None:
                 closing.errors = data.get("errors")
                 closing.duration_seconds = data.get("duration_seconds")
@@ -320,10 +306,59 @@ def from_events(
         elif kind == "run_error":
             model.error = f"{data.get('error_type', 'Error')}: {data.get('error', '')}"
             model.stats = dict(data.get("stats") or {})
-    model.nodes = [nodes[i] for i in order]
-    if model.nodes and model.answer is None and model.error is None:
-        model.answer = model.nodes[0].answer
-    return model
+
+    def call_start(self, data: Mapping[str, Any], e: _Envelope) -> None:
+        """A model call: a leaf node of its own, or the call of its RLM node's current step."""
+        info = CallInfo(model=str(data.get("model", "")))
+        iteration = data.get("iteration")
+        self.calls[e.node_id] = (e.parent_id, info, e.sequence, iteration)
+        if data.get("is_leaf"):
+            messages = data.get("messages") or []
+            prompt = _text(messages[-1].get("content")) if messages else None
+            leaf = self.add(NodeModel(e.node_id, e.parent_id, e.depth, "leaf", info.model, prompt))
+            leaf.steps.append(StepModel(iteration=1, call=info, sequence=e.sequence))
+        elif e.parent_id in self.nodes and isinstance(iteration, int):
+            owner_node = self.nodes[e.parent_id]
+            self.step_of(owner_node, iteration, e.sequence).call = info
+            for message in data.get("messages") or []:
+                if owner_node.system_prompt is None and message.get("role") == "system":
+                    owner_node.system_prompt = _text(message.get("content"))
+
+    def call_end(self, kind: str, data: Mapping[str, Any], node_id: str) -> None:
+        """A model call's end or error: its figures, and the reply on its leaf or step."""
+        found = self.calls.get(node_id)
+        if found is None:
+            return
+        owner, info, _, _ = found
+        info.model = str(data.get("model", info.model))
+        info.latency_seconds = data.get("latency_seconds")
+        info.retries = int(data.get("retries") or 0)
+        if kind == "model_call_end":
+            for name in ("prompt_tokens", "completion_tokens", "total_tokens", "cost_usd"):
+                setattr(info, name, data.get(name))
+            reply = _text(data.get("reply"))
+        else:
+            info.error = f"{data.get('error_type', 'Error')}: {data.get('error', '')}"
+            reply = None
+            failed = self.current_step(node_id)
+            if failed is not None and data.get("retrying"):
+                failed.notes.append(f"model call failed, the RLM tries again: {info.error}")
+        if node_id in self.nodes:  # a leaf call
+            leaf = self.nodes[node_id]
+            leaf.steps[0].reply = reply
+            leaf.answer = reply
+            leaf.error = info.error
+        elif owner in self.nodes:
+            step = self.pending.get(owner)
+            if step is not None and step.call is info:
+                step.reply = reply
+
+    def finish(self) -> TrajectoryModel:
+        model = self.model
+        model.nodes = [self.nodes[i] for i in self.order]
+        if model.nodes and model.answer is None and model.error is None:
+            model.answer = model.nodes[0].answer
+        return model
 
 
 _NOTES = {
