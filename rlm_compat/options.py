@@ -31,6 +31,7 @@ import warnings
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from ._releases import r050, select_release
 from .compat import ApiSemantics, resolve_api
 from .errors import ConfigurationError, UnknownOptionWarning, UnsupportedOptionError
 from .settings import PARAMETERS
@@ -103,9 +104,7 @@ PROVIDER_OPTIONS: frozenset[str] = frozenset(
 """Keywords forwarded to every model call without a question (checked against litellm's
 signature in the tests; names outside it are litellm's ``**kwargs`` it documents)."""
 
-RELEASE_050_OPTIONS: Mapping[str, str] = {
-    name: parameter.doc for name, parameter in PARAMETERS.items() if parameter.release == "0.5.0"
-}
+RELEASE_050_OPTIONS: Mapping[str, str] = select_release(r050.PRESET).options(PARAMETERS)
 """recursive-llm 0.5.0's ``RLM`` keywords and what each one does (derived from
 :data:`rlm_compat.settings.PARAMETERS`). This build's ``RLM`` takes every one of them as a
 parameter; passed per model call (``complete(..., max_retries=3)``) one is refused with this text."""

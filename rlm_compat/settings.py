@@ -15,6 +15,7 @@ import os
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Generic, TypeVar, overload
 
+from ._releases import Release, r050, select_release
 from .compat import ApiSemantics
 from .config import Limits, ReplConfig, WorkerResourceLimits
 from .errors import ConfigurationError
@@ -41,7 +42,7 @@ class Parameter:
     record: Callable[[Settings], Any] | None = None
 
 
-_050 = "0.5.0"
+_050 = r050.NAME
 
 
 def _timeout(settings: Settings) -> float | None:
@@ -176,8 +177,13 @@ class Settings:
         return self.model if self.depth == 0 else self.recursive_model
 
     @property
+    def release(self) -> Release:
+        """The release this RLM follows where 2fb46cc and 0.5.0 differ (selected by ``api``)."""
+        return select_release(self.api)
+
+    @property
     def effective_prompt_version(self) -> str:
-        return self.prompt_version or self.api.prompt_version
+        return self.prompt_version or self.release.prompt_version
 
     def child(self) -> Settings:
         """One level deeper on the recursive model; the root's answer validator stays with the root."""
@@ -235,10 +241,11 @@ def build_settings(
     """Check every argument once (ConfigurationError naming the keyword) and fill the preset's defaults."""
     if not isinstance(model, str) or not model:
         raise ConfigurationError("model must be a non-empty string such as 'gpt-4o-mini'")
-    max_depth = api.max_depth_default if max_depth is None else max_depth
-    least = 1 if api.strict_limits else 0
+    release = select_release(api)
+    max_depth = release.max_depth_default if max_depth is None else max_depth
+    least = release.least_limit
     if max_concurrent_subcalls is None:
-        max_concurrent_subcalls = api.max_concurrent_subcalls_default
+        max_concurrent_subcalls = release.max_concurrent_subcalls_default
     _check_ints(
         ("max_depth", max_depth, 0),
         ("max_iterations", max_iterations, least),
@@ -268,12 +275,9 @@ def build_settings(
             "final_answer_validator must be a callable (answer) -> None | reason, "
             f"not {final_answer_validator!r}"
         )
-    retry = RetryPolicy(
-        api.max_retries_default if max_retries is None else max_retries,
-        api.retry_backoff_default if retry_backoff_seconds is None else retry_backoff_seconds,
-    )
+    retry = release.retry_policy(max_retries, retry_backoff_seconds)
     if capture_trajectory_content is None:
-        capture_trajectory_content = api.capture_trajectory_content_default
+        capture_trajectory_content = release.capture_trajectory_content_default
     return Settings(
         model=model,
         recursive_model=recursive_model or model,

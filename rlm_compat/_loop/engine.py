@@ -17,7 +17,6 @@ from ..events import RlmFailed, RlmFinished, RlmStarted, RunFailed, RunFinished,
 from ..prompts import build_system_prompt
 from ..record import CompletionResult, FailedCompletionResult, Observer, Run, RunResult
 from ..record.run_config import run_config
-from ..record.shape_v050 import ReleaseShaper
 from ..record.trajectory import TrajectoryWriter
 from ..repl import REPLExecutor
 from ..settings import Settings
@@ -59,7 +58,7 @@ class Engine:
         self.settings, self.client, self.repl_factory = settings, client, repl_factory
         self.observers = list(settings.observers) if observers is None else observers
         self.tally = Tally() if tally is None else tally
-        self.resolver = choose_resolver(settings.profile, settings.api) if resolver is None else resolver
+        self.resolver = choose_resolver(settings.profile, settings.release) if resolver is None else resolver
         self.caller = ModelCaller(settings, client, self.tally)
 
     def child(self) -> Engine:
@@ -75,10 +74,9 @@ class Engine:
             writer = TrajectoryWriter(
                 settings.trajectory_path, redact=not settings.capture_trajectory_content
             )
-        shape = None
-        if settings.api.trajectory_shape == "0.5":
-            attempts = 1 + settings.retry.max_retries
-            shape = ReleaseShaper(capture=settings.capture_trajectory_content, max_attempts=attempts)
+        shape = settings.release.shaper(
+            capture=settings.capture_trajectory_content, max_retries=settings.retry.max_retries
+        )
         return Run(budget=settings.budget.start(), observers=self.observers, trajectory=writer, shape=shape)
 
     async def run(
@@ -88,9 +86,7 @@ class Engine:
         settings = self.settings
         if query and not context:
             query, context = "", query
-        # 0.5.0's max_depth bounds what a run may call, so a root run is always allowed
-        root_exempt = settings.api.depth_is_subcall_capability and settings.depth == 0
-        if settings.depth >= settings.max_depth and not root_exempt:
+        if settings.depth >= settings.max_depth and not settings.release.root_exempt(settings.depth):
             raise MaxDepthError(f"Max recursion depth ({settings.max_depth}) exceeded")
         run = self.new_run()
         config = run_config(settings, self.client)
@@ -182,7 +178,12 @@ class Engine:
             child=lambda q, c: self.child().node(run, run.node_id("rlm"), node, q, c, {}),
         )
         namespace = build_namespace(
-            query, context, calls, api=settings.api, profile=settings.profile, max_depth=settings.max_depth
+            query,
+            context,
+            calls,
+            release=settings.release,
+            profile=settings.profile,
+            max_depth=settings.max_depth,
         )
         repl.preload(namespace.env)  # the context crosses to the worker during the first model call
         prompt = build_system_prompt(

@@ -2,9 +2,10 @@
 
 Three rule sets decide whether a reply ends a node: the fixed parser (profile ``fixed``), 2fb46cc's
 ``is_final`` + ``parse_response`` (profile switch ``upstream_parser``) and 0.5.0's standalone
-directive (preset field ``standalone_final_only``). :func:`choose_resolver` picks one when the
-engine is built; the loop then only asks it what a reply means, whether to ask before or after the
-code ran, and whether a failed step's directive is withheld.
+directive (the 0.5.0 release, whatever the profile). :func:`choose_resolver` asks the settings'
+:class:`~rlm_compat._releases.Release` for one when the engine is built; the loop then only
+asks it what a reply means, whether to ask before or after the code ran, and whether a failed
+step's directive is withheld.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from .. import parser as _parser
-from .. import parser_v050 as _parser_v050
+from .._releases import Release, select_release
 from ..compat import ApiSemantics
 from ..parser import FinalResolution
 from ..profiles import Profile
@@ -103,20 +104,8 @@ class FinalResolver:
         return f"FinalResolver({self.name!r}, first={self.first})"
 
 
-def choose_resolver(profile: Profile, api: ApiSemantics) -> FinalResolver:
-    """The rule set of this profile and preset (the preset's standalone directive wins)."""
-    first = profile.final_before_exec
-    if api.standalone_final_only:
-        return FinalResolver("0.5.0", _parser_v050.resolve_final, first=True, method=api.parsed_final_method)
-    if profile.upstream_parser:
-        return FinalResolver("2fb46cc", upstream_resolution, first=first, method=api.parsed_final_method)
-    return FinalResolver("fixed", _parser.resolve_final, first=first, method=api.parsed_final_method)
-
-
-def upstream_resolution(
-    response: str, env: Mapping[str, Any], *, render: Render | None = None
-) -> FinalResolution:
-    """Upstream's rule: the response ends the run if ``is_final`` and ``parse_response`` agree."""
-    if _parser.is_final(response):
-        return FinalResolution(_parser.parse_response(response, env, render=render), None)
-    return FinalResolution(None, None)
+def choose_resolver(profile: Profile, api: ApiSemantics | Release) -> FinalResolver:
+    """The rule set the release picks for this profile (:meth:`Release.final_rule`)."""
+    release = api if isinstance(api, Release) else select_release(api)
+    rule = release.final_rule(profile)
+    return FinalResolver(rule.name, rule.rule, first=rule.first, method=release.parsed_final_method)

@@ -14,7 +14,7 @@ import re
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from ..compat import ApiSemantics
+from .._releases import Release
 from ..profiles import Profile
 from ..sandbox import host_call
 from .final import FinalBox
@@ -36,18 +36,16 @@ def build_namespace(
     context: Any,
     provider: SubCallProvider,
     *,
-    api: ApiSemantics,
+    release: Release,
     profile: Profile,
     max_depth: int | None,
 ) -> Namespace:
     """The namespace of a node asked ``query`` over ``context`` (``max_depth``: the run's limit)."""
-    env: dict[str, Any] = {"context": context, "query": query}
-    if api.answer_object:
-        env["answer"] = {"content": "", "ready": False}
-    if api.depth_is_subcall_capability and max_depth == 0:
-        env["re"] = re  # 0.5.0: a run that may call nothing gets no query functions
+    env: dict[str, Any] = {"context": context, "query": query, **release.namespace_extras()}
+    if not release.offers_query_functions(max_depth):
+        env["re"] = re
     else:
-        functions = _functions(provider, api)
+        functions = _functions(provider, release)
         env["recursive_llm"] = host_call(functions["recursive_llm"])
         env["re"] = re
         if not profile.minimal_env:
@@ -60,7 +58,7 @@ def build_namespace(
     return Namespace(env, box)
 
 
-def _functions(provider: SubCallProvider, api: ApiSemantics) -> dict[str, Callable[..., Any]]:
+def _functions(provider: SubCallProvider, release: Release) -> dict[str, Callable[..., Any]]:
     """The functions as the model sees them: their names, signatures and docstrings."""
 
     def sync_recursive_llm(sub_query: str, sub_context: str) -> str:
@@ -93,7 +91,7 @@ def _functions(provider: SubCallProvider, api: ApiSemantics) -> dict[str, Callab
         return provider.rlm_query_batched(queries, contexts)
 
     functions: list[Callable[..., Any]] = [
-        llm_query_with_context if api.llm_query_takes_context else llm_query,
+        llm_query_with_context if release.llm_query_takes_context else llm_query,
         llm_query_batched,
         rlm_query,
         rlm_query_batched,
@@ -101,5 +99,5 @@ def _functions(provider: SubCallProvider, api: ApiSemantics) -> dict[str, Callab
     for function in functions:
         function.__qualname__ = function.__name__
     named = {f.__name__: f for f in functions}
-    named["recursive_llm"] = rlm_query if api.depth_is_subcall_capability else sync_recursive_llm
+    named["recursive_llm"] = rlm_query if release.recursive_llm_is_rlm_query else sync_recursive_llm
     return named

@@ -82,7 +82,7 @@ class NodeSession:
                 self.run, self.node, messages, is_leaf=False, iteration=iteration, sent=sent, **kwargs
             )
             sent = len(messages)
-            feedback = settings.api.empty_response_feedback
+            feedback = settings.release.empty_response_feedback
             if feedback is not None and not response.strip():
                 messages.append(Message(role="assistant", content=response))
                 messages.append(Message(role="user", content=feedback))
@@ -92,7 +92,7 @@ class NodeSession:
                 return answer
             messages.append(Message(role="assistant", content=response))
             messages.append(Message(role="user", content=observation))
-        raise MaxIterationsError(settings.api.max_iterations_message.format(limit=settings.max_iterations))
+        raise MaxIterationsError(settings.release.max_iterations_message(settings.max_iterations))
 
     async def _turn(self, iteration: int, response: str) -> tuple[str | None, str]:
         """One reply: ``(answer, "")`` when it ends the node, else ``(None, observation)``."""
@@ -194,8 +194,7 @@ class NodeSession:
             )
         self.run.emit(FinalAnswerRejected, **where, reason_chars=len(verdict))
         self.box.answer = None
-        published = self.env.get("answer")
-        if self.repl.api.answer_object and isinstance(published, dict) and published.get("ready"):
+        if self.settings.release.answer_ready(self.env.get("answer")):
             self.repl.reset_final_answer()
         return f"Final answer rejected by validator: {verdict}\nFix the answer and give a final answer again."
 

@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import functools
-import re
 import threading
 import time
 from collections.abc import Awaitable, Callable, Iterable
@@ -174,14 +173,11 @@ class LoopSubCalls:
 
     def _leaf_prompt(self, query: str, context: str) -> str:
         """The user message of a plain model call asked ``query`` over ``context``."""
-        if not context:
-            return query
-        values = {"query": query, "context": context}
-        return re.sub(r"\{(query|context)\}", lambda m: values[m[1]], self.settings.api.leaf_with_context)
+        return self.settings.release.leaf_prompt(query, context)
 
     async def _leaf(self, prompt: str, model: str | None) -> str:
         messages = [Message(role="user", content=prompt)]
-        system = self.settings.api.leaf_system_prompt
+        system = self.settings.release.leaf_system_prompt()
         if system is not None:
             messages.insert(0, Message(role="system", content=system))
         return await self._leaf_call(messages, model)

@@ -37,6 +37,7 @@ from ..._loop import (  # the loop's namespace and argument checks, so replay's 
     query_pairs,
     texts,
 )
+from ..._releases import select_release
 from ...compat import ApiSemantics, resolve_api
 from ...config import ReplConfig
 from ...errors import LLMCallError, TrajectoryError
@@ -284,7 +285,7 @@ class _Replayer:
             node.query,
             context,
             served,
-            api=self.api,
+            release=select_release(self.api),
             profile=self.config.profile,
             max_depth=self.run.max_depth,
         ).env
