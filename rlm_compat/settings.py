@@ -16,6 +16,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Generic, TypeVar, overload
 
 from ._releases import Release, r050, select_release
+from ._releases.r050.executor import DEFAULT_SNAPSHOT_BYTES, check_snapshot_bytes
 from .compat import ApiSemantics
 from .config import Limits, ReplConfig, WorkerResourceLimits
 from .errors import ConfigurationError
@@ -23,7 +24,6 @@ from .profiles import Profile, resolve_profile
 from .prompts import build_system_prompt
 from .record.budget import RunBudget
 from .record.run import Observer
-from .repl_v050 import DEFAULT_SNAPSHOT_BYTES, check_snapshot_bytes
 from .retry import RetryPolicy
 
 __all__ = ["PARAMETERS", "Budget", "Parameter", "Setting", "Settings", "build_settings"]

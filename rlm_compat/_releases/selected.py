@@ -20,9 +20,9 @@ from typing import Any
 from ..compat import ApiSemantics
 from ..parser import FinalResolution
 from ..profiles import Profile
-from ..record.shape_v050 import ReleaseShaper
 from ..retry import RetryPolicy
 from . import r050, r2fb46cc
+from .r050.trajectory_shape import ReleaseShaper
 
 __all__ = ["FinalRule", "Release", "select_release"]
 

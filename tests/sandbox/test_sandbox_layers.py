@@ -27,6 +27,7 @@ LOOP_AND_TOOLS = (
     "rlm_compat.tools",
     "rlm_compat.repl",
     "rlm_compat.repl_v050",
+    "rlm_compat._releases",
     "rlm_compat.clients",
 )
 STEP_ENGINE = {f"{SANDBOX}.{name}" for name in ("inline", "hostcall", "texts", "fences")}

@@ -2,14 +2,20 @@
 
 0.5.0 changed the contract, not only the defects, so these decide over the profile: a reply
 ends a node only when it *is* one ``FINAL("literal")`` / ``FINAL_VAR(name)`` directive
-(:mod:`rlm_compat.parser_v050`), settled before any code runs; the REPL holds the ``answer``
+(:mod:`.directive`), settled before any code runs; the REPL holds the ``answer``
 dict (``{"content": "", "ready": False}``; ``ready`` ends the run with ``content``);
 ``max_depth`` counts what a run may call, so ``max_depth=0`` offers no query functions and a
 root run is never refused; ``llm_query`` takes a context second and ``recursive_llm`` is
 ``rlm_query``; the result's trajectory and the user's handlers get 0.5.0's event shape
-(:class:`~rlm_compat.record.shape_v050.ReleaseShaper`); and the ``RLM`` keywords it brought are
+(:class:`.trajectory_shape.ReleaseShaper`); and the ``RLM`` keywords it brought are
 its option table (tagged :data:`NAME` in :data:`rlm_compat.settings.PARAMETERS`). The texts and
 defaults (retry policy, prompt version, messages) are its data, :data:`PRESET`.
+
+Its code: :mod:`.directive` (the standalone-directive parser, ``rlm.parser`` under the 0.5
+preset), :mod:`.trajectory_shape` (the event shape), :mod:`.executor` (the executor behind
+0.5.0's ``REPLExecutor`` constructor, ``rlm.repl``). :mod:`rlm_compat.parser_v050`,
+:mod:`rlm_compat.repl_v050` and :mod:`rlm_compat.record.shape_v050` re-export them under the
+names users and 0.5.0's tests import.
 """
 
 from __future__ import annotations
@@ -17,10 +23,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from .. import parser_v050
-from ..compat import ApiSemantics
-from ..parser import FinalResolution
-from ..record.shape_v050 import ReleaseShaper
+from ...compat import ApiSemantics
+from ...parser import FinalResolution
+from . import directive
+from .trajectory_shape import ReleaseShaper
 
 __all__ = ["NAME", "PRESET", "answer_dict", "answer_ready", "final_rule", "shaper"]
 
@@ -31,7 +37,7 @@ PRESET = ApiSemantics.v050()
 
 def final_rule() -> tuple[str, Callable[..., FinalResolution], bool]:
     """``(name, rule, first)``: the standalone directive, settled before the code (it is never run)."""
-    return NAME, parser_v050.resolve_final, True
+    return NAME, directive.resolve_final, True
 
 
 def answer_dict() -> dict[str, Any]:
