@@ -12,10 +12,12 @@ The preset is orthogonal to the behaviour :class:`~rlm_compat.profiles.Profile`:
 whether 2fb46cc's *defects* are reproduced, the preset says which release's *contract* applies.
 Security holes are never part of either.
 
-Who reads which field: :class:`~rlm_compat.repl.REPLExecutor` (``show_vars``, ``answer_object``),
-:mod:`rlm_compat.dropin` (``module_renames``) and the RLM loop (:mod:`rlm_compat.core`, through
-``RLM.api``: every other field; its executors get ``api=`` too, and per-call keywords go through
-:func:`rlm_compat.options.check_call_options`).
+A preset is its release's *data*; the behaviour is in one module per release
+(:mod:`rlm_compat._releases`). Who reads which field: :class:`~rlm_compat.repl.REPLExecutor`
+(``show_vars``, ``answer_object``, ``session_outlives_env``, ``strip_output_before_limit``),
+:mod:`rlm_compat.dropin` (``module_renames``) and :class:`rlm_compat._releases.Release`, the
+object the RLM's settings select (``settings.release``), for every other field: the engine and
+the facade ask it, never the fields.
 """
 
 from __future__ import annotations
