@@ -13,11 +13,10 @@ whether 2fb46cc's *defects* are reproduced, the preset says which release's *con
 Security holes are never part of either.
 
 A preset is its release's *data*; the behaviour is in one module per release
-(:mod:`rlm_compat._releases`). Who reads which field: :class:`~rlm_compat.repl.REPLExecutor`
-(``show_vars``, ``answer_object``, ``session_outlives_env``, ``strip_output_before_limit``),
-:mod:`rlm_compat.dropin` (``module_renames``) and :class:`rlm_compat._releases.Release`, the
-object the RLM's settings select (``settings.release``), for every other field: the engine and
-the facade ask it, never the fields.
+(:mod:`rlm_compat._releases`). Who reads the fields: :mod:`rlm_compat.dropin`
+(``module_renames``) and :class:`rlm_compat._releases.Release`, the object the RLM's settings
+select (``settings.release``) for every other field; the engine, the facade and the
+:class:`~rlm_compat.repl.REPLExecutor` ask the release, never the fields.
 """
 
 from __future__ import annotations

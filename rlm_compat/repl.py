@@ -13,6 +13,7 @@ import math
 import threading
 from typing import Any
 
+from ._releases import select_release
 from .compat import ApiSemantics, resolve_api
 from .config import Limits, ReplConfig, WorkerResourceLimits
 from .errors import ConfigurationError, REPLError, REPLTimeoutError
@@ -78,11 +79,12 @@ class REPLExecutor:
         elif not isinstance(config, ReplConfig):
             raise ConfigurationError(f"config must be a ReplConfig, not {type(config).__name__}")
         self.api = resolve_api(api)
-        if self.api.strip_output_before_limit and not config.strip_output:
+        self._release = select_release(self.api)
+        if self._release.repl_strips_output and not config.strip_output:
             config = config.replace(strip_output=True)
         self.config = config
         self.state = state
-        shared = ("answer",) if self.api.answer_object else ()
+        shared = self._release.repl_shared_names
         self._runner: Runner = make_runner(config, state=state, shared=shared)
         self._env: dict[str, Any] | None = None
         self._host_names: frozenset[str] = frozenset()
@@ -140,7 +142,7 @@ class REPLExecutor:
         if self._aborted.is_set():
             raise REPLError("REPL execution was aborted; create a new REPLExecutor")
         given = env
-        if self.api.session_outlives_env and self._env is not None and env is not self._env:
+        if self._release.session_outlives_env and self._env is not None and env is not self._env:
             self._host_names |= frozenset(k for k, v in env.items() if is_host_function(v))
             env = self._env
             env.update(given)
@@ -155,10 +157,9 @@ class REPLExecutor:
                 env.pop(name, None)
             if given is not env:
                 given.update(env)
-            if self.api.answer_object:
-                answer = env.get("answer")
-                if isinstance(answer, dict) and answer.get("ready"):
-                    self._final_answer = str(answer.get("content", ""))
+            answer = env.get("answer")
+            if self._release.answer_ready(answer):
+                self._final_answer = str(answer.get("content", ""))
 
     def preload(self, env: dict[str, Any]) -> None:
         """Start the worker and send it ``env`` in the background, before the first step (the
@@ -234,7 +235,7 @@ class REPLExecutor:
 
     def _add_helpers(self, env: dict[str, Any]) -> list[str]:
         """Put the preset's REPL helpers in ``env`` for one step; the names added (removed after)."""
-        if not self.api.show_vars or "SHOW_VARS" in env:
+        if not self._release.show_vars or "SHOW_VARS" in env:
             return []
         hidden = self._host_names
 

@@ -15,7 +15,7 @@ import dataclasses
 import functools
 import re
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, TypeGuard
 
 from ..compat import ApiSemantics
 from ..parser import FinalResolution
@@ -61,9 +61,29 @@ class Release:
         """Names the release adds to every node's REPL namespace (0.5.0's ``answer`` dict)."""
         return {"answer": r050.answer_dict()} if self.api.answer_object else {}
 
-    def answer_ready(self, published: Any) -> bool:
+    def answer_ready(self, published: Any) -> TypeGuard[dict[str, Any]]:
         """Whether the REPL's ``answer`` (0.5.0's dict) ends the run."""
         return self.api.answer_object and r050.answer_ready(published)
+
+    @property
+    def repl_shared_names(self) -> tuple[str, ...]:
+        """Names the REPL hands back after every step whatever changed (0.5.0's ``answer``)."""
+        return ("answer",) if self.api.answer_object else ()
+
+    @property
+    def repl_strips_output(self) -> bool:
+        """A step's output is stripped before ``max_output_chars`` cuts it (0.5.0)."""
+        return self.api.strip_output_before_limit
+
+    @property
+    def session_outlives_env(self) -> bool:
+        """The REPL keeps its variables whatever ``env`` each step is given (0.5.0)."""
+        return self.api.session_outlives_env
+
+    @property
+    def show_vars(self) -> bool:
+        """The REPL has ``SHOW_VARS()`` (0.5.0)."""
+        return self.api.show_vars
 
     def offers_query_functions(self, max_depth: int | None) -> bool:
         """0.5.0: a run that may call nothing (``max_depth=0``) gets no query functions."""

@@ -21,7 +21,7 @@ names users and 0.5.0's tests import.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeGuard
 
 from ...compat import ApiSemantics
 from ...parser import FinalResolution
@@ -45,7 +45,7 @@ def answer_dict() -> dict[str, Any]:
     return {"content": "", "ready": False}
 
 
-def answer_ready(published: Any) -> bool:
+def answer_ready(published: Any) -> TypeGuard[dict[str, Any]]:
     """Whether the REPL's ``answer`` says the run is over."""
     return isinstance(published, dict) and bool(published.get("ready"))
 
