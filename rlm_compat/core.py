@@ -13,23 +13,21 @@ from __future__ import annotations
 
 import asyncio  # noqa: F401  # patch point: 0.5.0's tests patch rlm.core.asyncio.sleep
 import copy
-import os
-from collections.abc import Awaitable, Callable, Iterable
+import inspect
+import operator
 from typing import Any, cast
 
 from . import parser as _parser
 from ._lazy import LazyModule
 from ._loop import Engine, run_sync
 from .clients import LiteLLMClient, LLMClient
-from .config import Limits, ReplConfig
 from .errors import BudgetExceededError, ConfigurationError, MaxDepthError, MaxIterationsError, RLMError
 from .events import TrajectoryEvent
 from .options import check_call_options, split_rlm_options
-from .profiles import Profile
 from .prompts import build_system_prompt
 from .record import CompletionResult, FailedCompletionResult, Observer, RunResult, TreeStats
 from .repl import REPLError, REPLExecutor
-from .settings import Setting, Settings, build_settings
+from .settings import KEPT, PARAMETERS, REQUIRED, Setting, Settings, build_settings
 from .types import Message
 
 __all__ = [
@@ -87,8 +85,6 @@ class RLM:
     final_answer_validator = Setting(lambda s: s.final_answer_validator)
     trajectory_path = Setting(lambda s: s.trajectory_path)
 
-    # Over 80 lines for a reason: the signature is the public API (upstream's positional parameters,
-    # then one keyword per PARAMETERS row) and the docstring documents each; the body is 15 lines.
     def __init__(
         self,
         model: str,
@@ -98,81 +94,34 @@ class RLM:
         max_depth: int | None = None,
         max_iterations: int = 30,
         _current_depth: int = 0,
-        *,
-        profile: str | Profile | None = None,
-        prompt_version: str | None = None,
-        client: LLMClient | None = None,
-        repl_timeout: float | None = 5,
-        max_output_chars: int = 2000,
-        isolation: str | None = None,
-        limits: Limits | None = None,
-        repl_config: ReplConfig | None = None,
-        on_event: Observer | None = None,
-        event_handler: Observer | None = None,
-        observers: Iterable[Observer] = (),
-        trajectory_path: str | os.PathLike[str] | None = None,
-        capture_trajectory_content: bool | None = None,
-        max_total_calls: int | None = None,
-        max_total_tokens: int | None = None,
-        max_total_cost_usd: float | None = None,
-        max_elapsed_seconds: float | None = None,
-        max_concurrent_subcalls: int | None = None,
-        max_retries: int | None = None,
-        final_answer_validator: Callable[[str], str | None] | None = None,
-        completion_handler: Callable[..., Awaitable[Any]] | None = None,
-        retry_backoff_seconds: float | None = None,
-        repl_max_snapshot_bytes: int | None = None,
-        repl_memory_limit_mb: int | None = None,
-        repl_cpu_time_limit_seconds: int | None = None,
-        repl_max_open_files: int | None = None,
-        recursive_max_iterations: int | None = None,
         **llm_kwargs: Any,
     ) -> None:
-        """Same positional parameters as upstream; keyword-only additions default to its behaviour.
+        """Same positional parameters as upstream; every keyword-only addition defaults to its behaviour.
 
-        ``profile``: ``"fixed"`` (default, or ``$RLM_COMPAT_PROFILE``), ``"upstream"`` or a Profile.
-        ``prompt_version``: ``"cc7a826"``, ``"2fb46cc"`` or ``"0.5.0"``, that release's exact
-        system prompt (None: the API preset's, cc7a826 or under ``api="0.5"`` 0.5.0).
-        ``client``: where model calls go; default litellm through ``rlm_compat.core.litellm``.
-        ``repl_timeout``, ``max_output_chars``, ``isolation``, ``limits``: the REPL's
-        :class:`~rlm_compat.config.ReplConfig` (or pass ``repl_config`` whole); child RLMs
-        inherit it. Other keywords: model-call options, ``provider_options={...}`` or ``api=``,
-        sorted by :mod:`rlm_compat.options` (an unknown one gets an UnknownOptionWarning naming it,
-        never a silent pass-through).
-
-        The run record (recursive-llm 0.5.0's names where it has them): ``on_event`` /
-        ``event_handler`` / ``observers`` are called with every
-        :class:`~rlm_compat.events.TrajectoryEvent` of a run, in order; ``trajectory_path`` writes
-        each run's events there as JSON lines (``capture_trajectory_content=False``: lengths
-        instead of texts; its default is the API preset's, False under ``api="0.5"``, whose
-        result trajectory and handlers get 0.5.0's event shape); ``max_total_calls`` /
-        ``max_total_tokens`` / ``max_total_cost_usd`` /
-        ``max_elapsed_seconds`` bound each run's whole tree (BudgetExceededError);
-        ``max_concurrent_subcalls`` bounds the model calls of one ``llm_query_batched`` /
-        ``rlm_query_batched``; ``max_retries`` / ``retry_backoff_seconds``: how often the RLM
-        retries a transient provider failure (429, 5xx, timeout, dropped connection) and the
-        first delay, doubled per attempt, or the provider's ``Retry-After`` when longer (None:
-        the API preset's, 2 and 0.5 s as the openai SDK 2fb46cc relied on; 0.5.0's 0 and 1 s);
-        every attempt is a counted, budgeted, recorded call (the SDK's own retries are off).
-        ``final_answer_validator(answer)`` checks the root's final answer: None accepts it, a
-        non-empty string rejects it and is shown to the model, which continues (child RLMs are
-        not validated). ``recursive_max_iterations``: the iteration limit of child RLMs (None:
-        ``max_iterations``), so sub-tasks can be held shorter than the root.
-        ``completion_handler``: an async callable called instead of ``litellm.acompletion``
-        (same keywords, same response shape).
-
-        recursive-llm 0.5.0's REPL keywords: ``repl_memory_limit_mb``,
-        ``repl_cpu_time_limit_seconds``, ``repl_max_open_files`` replace the matching
-        :class:`~rlm_compat.config.Limits` (as :class:`~rlm_compat.config.WorkerResourceLimits`
-        does; not with ``repl_config``, whose limits are whole). ``repl_max_snapshot_bytes`` is
-        checked and kept (``result.config``): in 0.5.0 it bounds the parent's copy of the REPL
-        state; an RLM's state never leaves it here, and every plain-data variable is kept (what a
-        step sends back is bounded by ``limits.reply_bytes``).
+        The keywords (each listed below, from :data:`rlm_compat.settings.PARAMETERS`) are checked
+        once into a frozen :class:`~rlm_compat.settings.Settings`; child RLMs inherit them. Other
+        keywords are model-call options, ``provider_options={...}`` or ``api=`` (the release
+        preset, ``"2fb46cc"`` or ``"0.5"``), sorted by :mod:`rlm_compat.options`: an unknown one
+        gets an UnknownOptionWarning naming it, never a silent pass-through. The run record
+        (0.5.0's names where it has them) is docs/trajectory.md; the REPL keywords make a
+        :class:`~rlm_compat.config.ReplConfig`; the ``max_total_*`` budgets bound each run's
+        whole tree (BudgetExceededError); retries are the RLM's own, each attempt a counted,
+        budgeted, recorded call (the SDK's are off).
         """
-        arguments = dict(locals())
-        del arguments["self"], arguments["client"], arguments["completion_handler"], arguments["llm_kwargs"]
+        keywords = {name: llm_kwargs.pop(name) for name in list(llm_kwargs) if name in PARAMETERS}
+        client: LLMClient | None = keywords.pop("client", None)
+        completion_handler = keywords.pop("completion_handler", None)
+        keywords.update(
+            model=model,
+            recursive_model=recursive_model,
+            api_base=api_base,
+            api_key=api_key,
+            max_depth=max_depth,
+            max_iterations=max_iterations,
+            _current_depth=_current_depth,
+        )
         api, model_call = split_rlm_options(llm_kwargs).unpack()
-        self.settings: Settings = build_settings(api=api, llm_kwargs=model_call, **arguments)
+        self.settings: Settings = build_settings(api=api, llm_kwargs=model_call, keywords=keywords)
         if completion_handler is not None and (client is not None or not callable(completion_handler)):
             raise ConfigurationError(
                 "completion_handler must be an async callable replacing litellm.acompletion, and "
@@ -284,6 +233,47 @@ class RLM:
             f"depth={s.depth}/{s.max_depth}, max_iterations={s.max_iterations}, "
             f"profile={s.profile.name!r})"
         )
+
+
+_POSITIONAL = (
+    "model",
+    "recursive_model",
+    "api_base",
+    "api_key",
+    "max_depth",
+    "max_iterations",
+    "_current_depth",
+)
+
+
+def _signature() -> inspect.Signature:
+    """``RLM.__init__`` as help() and IDEs show it: upstream's positional parameters, then
+    every keyword of :data:`~rlm_compat.settings.PARAMETERS`, then the model-call options."""
+    kinds = inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY
+    parameters = [inspect.Parameter("self", kinds[0])]
+    for name, row in PARAMETERS.items():
+        default = inspect.Parameter.empty if row.default is REQUIRED else row.default
+        kind = kinds[0] if row.positional else kinds[1]
+        parameters.append(inspect.Parameter(name, kind, default=default, annotation=row.annotation))
+    parameters.append(inspect.Parameter("llm_kwargs", inspect.Parameter.VAR_KEYWORD, annotation="Any"))
+    return inspect.Signature(parameters)
+
+
+def _keyword_docs() -> str:
+    lines = [f"``{name}``: {row.doc}." for name, row in PARAMETERS.items() if name not in _POSITIONAL]
+    return "\n\nKeywords:\n\n" + "\n".join(f"- {line}" for line in lines)
+
+
+def _derive_from_parameters() -> None:
+    """The constructor's signature and keyword docs, and a read-only attribute per kept option."""
+    setattr(RLM.__init__, "__signature__", _signature())  # noqa: B010  # what inspect reads
+    RLM.__init__.__doc__ = inspect.cleandoc(RLM.__init__.__doc__ or "") + _keyword_docs()
+    for name in KEPT:
+        if not hasattr(RLM, name):
+            setattr(RLM, name, Setting(operator.attrgetter(name)))
+
+
+_derive_from_parameters()
 
 
 def _litellm_module() -> Any:

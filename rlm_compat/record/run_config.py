@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ..clients import jsonable as _jsonable
-from ..settings import PARAMETERS, Settings
+from ..settings import RECORDED, Settings
 from ..types import Message
 
 __all__ = ["messages_digest", "run_config"]
@@ -27,11 +27,11 @@ _SECRET_WORDS = ("key", "token", "secret", "password", "authorization", "header"
 def run_config(settings: Settings, client: Any) -> dict[str, Any]:
     """The RLM's ``settings`` (and its ``client``'s type) as JSON-ready data, credentials left out.
 
-    One key per constructor keyword that :data:`~rlm_compat.settings.PARAMETERS` says to record,
+    One key per constructor keyword that :data:`~rlm_compat.settings.RECORDED` names,
     plus what no single keyword holds: the node's depth, the API preset, the workers' hardening
     layers, the client's type and the model-call options.
     """
-    config = {name: p.record(settings) for name, p in PARAMETERS.items() if p.record is not None}
+    config = {name: read(settings) for name, read in RECORDED.items()}
     return {
         **config,
         "depth": settings.depth,

@@ -19,7 +19,6 @@ import sys
 from collections.abc import Iterator
 from typing import Any
 
-from ..config import ISOLATION_ENV, ISOLATIONS, Limits, ReplConfig
 from ..errors import (
     BudgetExceededError,
     ConfigurationError,
@@ -27,6 +26,7 @@ from ..errors import (
     MaxDepthError,
     MaxIterationsError,
 )
+from ..settings import PARAMETERS, REQUIRED
 from .tool_errors import ToolUsageError
 
 __all__ = ["ExitCode", "exit_code_for", "register"]
@@ -83,77 +83,57 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         "repeatable. Several files become one string, each after a '==> path <==' header",
     )
     source.add_argument("--context", help="the context text itself")
-    _add_model_options(p)
-    _add_loop_options(p)
-    _add_budget_options(p)
-    _add_output_options(p)
+    groups = _add_rlm_options(p)
+    _add_output_options(groups["output"])
     p.set_defaults(handler=run_command)
 
 
-def _add_model_options(p: argparse.ArgumentParser) -> None:
-    """Which model answers, and how it is reached."""
-    model = p.add_argument_group("model")
-    model.add_argument("--model", required=True, help="litellm model name, e.g. gpt-4o-mini")
-    model.add_argument("--recursive-model", help="cheaper model for recursive calls")
-    model.add_argument("--api-base", help="OpenAI-compatible base URL")
-    model.add_argument("--api-key", help="API key (default: the provider's usual environment variable)")
-    model.add_argument(
-        "--max-retries",
-        type=int,
-        default=None,
-        help="the RLM's retries of transient provider errors (default 2; 0 under api 0.5)",
-    )
+_GROUPS = {
+    "model": "model",
+    "loop": "loop and REPL",
+    "budget": "budget of the whole run tree (exit code 3 when spent)",
+    "output": "output",
+}
 
 
-def _add_loop_options(p: argparse.ArgumentParser) -> None:
-    """The RLM loop's profile and limits, and where and how model code runs."""
-    loop = p.add_argument_group("loop and REPL")
-    loop.add_argument(
-        "--profile", default=None, help="fixed (default), upstream, or an ablation spec (see `profiles`)"
-    )
-    loop.add_argument(
-        "--prompt-version",
-        default=None,
-        help="cc7a826, 2fb46cc or 0.5.0 (default: the API preset's, cc7a826 or 0.5.0)",
-    )
-    loop.add_argument("--max-iterations", type=int, default=30, help="model calls per RLM (default 30)")
-    loop.add_argument("--max-depth", type=int, default=5, help="RLM recursion levels (default 5)")
-    loop.add_argument(
-        "--isolation",
-        choices=ISOLATIONS,
-        default=None,
-        help=f"where model code runs: process (a killable worker; profile fixed's default) or inline "
-        f"(the calling process; profile upstream's default); default ${ISOLATION_ENV} or the profile's",
-    )
-    loop.add_argument("--repl-timeout", type=float, default=5.0, help="seconds per REPL step (default 5)")
-    loop.add_argument(
-        "--memory-mb",
-        type=int,
-        default=Limits.memory_mb,
-        help=f"memory model code may allocate per session (default {Limits.memory_mb})",
-    )
+def _add_rlm_options(p: argparse.ArgumentParser) -> dict[str, argparse._ArgumentGroup]:
+    """One flag per RLM keyword that declares one (:class:`rlm_compat.settings.Flag`), never by hand.
+
+    Each takes the keyword's own default (None here: the RLM decides), its doc as help.
+    """
+    groups = {key: p.add_argument_group(title) for key, title in _GROUPS.items()}
+    for name, row in PARAMETERS.items():
+        flag = row.flag
+        if flag is None:
+            continue
+        option = flag.option_string(name)
+        if flag.is_switch:
+            groups[flag.group].add_argument(
+                option, dest=name, action="store_const", const=flag.const, default=None, help=row.doc
+            )
+            continue
+        shown = "" if row.default in (None, REQUIRED) else f" (default {row.default})"
+        groups[flag.group].add_argument(
+            option,
+            dest=name,
+            type=_flag_type(row.annotation),
+            choices=flag.choices,
+            required=flag.required,
+            default=None,
+            metavar=None if flag.choices else name.upper(),
+            help=row.doc + shown,
+        )
+    return groups
 
 
-def _add_budget_options(p: argparse.ArgumentParser) -> None:
-    """The budget of the whole run tree (spent: exit code 3)."""
-    budget = p.add_argument_group("budget of the whole run tree (exit code 3 when spent)")
-    budget.add_argument("--max-calls", type=int, default=None, help="model calls (max_total_calls)")
-    budget.add_argument(
-        "--max-tokens", type=int, default=None, help="tokens over all calls (max_total_tokens)"
-    )
-    budget.add_argument("--max-cost", type=float, default=None, help="USD, litellm's estimate")
-    budget.add_argument("--max-seconds", type=float, default=None, help="wall time (max_elapsed_seconds)")
+def _flag_type(annotation: str) -> type:
+    """int, float or str, from the keyword's annotation."""
+    first = annotation.split("|")[0].strip()
+    return {"int": int, "float": float}.get(first, str)
 
 
-def _add_output_options(p: argparse.ArgumentParser) -> None:
-    """What goes to stdout, stderr and the trajectory file."""
-    output = p.add_argument_group("output")
-    output.add_argument(
-        "--trajectory", metavar="PATH", help="write the run's events as JSON lines (docs/trajectory.md)"
-    )
-    output.add_argument(
-        "--redact-trajectory", action="store_true", help="trajectory keeps text lengths, not texts"
-    )
+def _add_output_options(output: argparse._ArgumentGroup) -> None:
+    """What goes to stdout and stderr (the trajectory file's flags are the RLM's keywords)."""
     output.add_argument("--json", action="store_true", help="stdout: one JSON object, answer and stats")
     output.add_argument(
         "--progress",
@@ -234,29 +214,8 @@ def _model_call_raised(exc: BaseException, rlm: Any) -> bool:
 def _build_rlm(args: argparse.Namespace) -> Any:
     from ..core import RLM
 
-    repl_config = ReplConfig(
-        profile=args.profile,
-        timeout=args.repl_timeout,
-        isolation=args.isolation,
-        limits=Limits(memory_mb=args.memory_mb),
-    )
-    return RLM(
-        args.model,
-        recursive_model=args.recursive_model,
-        api_base=args.api_base,
-        api_key=args.api_key,
-        max_depth=args.max_depth,
-        max_iterations=args.max_iterations,
-        prompt_version=args.prompt_version,
-        repl_config=repl_config,
-        trajectory_path=args.trajectory,
-        capture_trajectory_content=not args.redact_trajectory,
-        max_total_calls=args.max_calls,
-        max_total_tokens=args.max_tokens,
-        max_total_cost_usd=args.max_cost,
-        max_elapsed_seconds=args.max_seconds,
-        max_retries=args.max_retries,
-    )
+    given = {name: getattr(args, name) for name, row in PARAMETERS.items() if row.flag is not None}
+    return RLM(**{name: value for name, value in given.items() if value is not None})
 
 
 @contextlib.contextmanager

@@ -1,0 +1,430 @@
+"""The options table: :class:`Settings` (the kept keywords), :data:`FOLDED` (the folded ones), and
+what is derived from them (:data:`PARAMETERS`, :data:`RECORDED`, :func:`build_settings`)."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import operator
+import os
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
+from .._releases import Release, r050, select_release
+from .._releases.r050.executor import DEFAULT_SNAPSHOT_BYTES, check_snapshot_bytes
+from ..compat import ApiSemantics
+from ..config import ISOLATIONS, Limits, ReplConfig, WorkerResourceLimits
+from ..errors import ConfigurationError
+from ..profiles import Profile, resolve_profile
+from ..record.budget import RunBudget
+from ..record.run import Observer
+from ..retry import RetryPolicy
+from .declare import (
+    RECORD_VALUE,
+    REQUIRED,
+    Context,
+    Flag,
+    Parameter,
+    at_least,
+    callable_or_none,
+    integer,
+    known_prompt_version,
+    model_name,
+    option,
+    or_none,
+    release_default,
+    within_release_limits,
+)
+
+__all__ = ["FOLDED", "KEPT", "PARAMETERS", "RECORDED", "Budget", "Settings", "build_settings"]
+
+_050 = r050.NAME
+
+
+def _timeout(settings: Settings) -> float | None:
+    timeout = settings.repl.timeout
+    return None if math.isinf(timeout) else timeout
+
+
+@dataclasses.dataclass(frozen=True)
+class Budget:
+    """The ``max_total_*`` limits of one run's whole tree (None: unlimited), validated once."""
+
+    max_calls: int | None = None
+    max_tokens: int | None = None
+    max_cost_usd: float | None = None
+    max_elapsed_seconds: float | None = None
+
+    def __post_init__(self) -> None:
+        self.start()  # RunBudget's checks, once, here
+
+    def start(self) -> RunBudget:
+        """A fresh :class:`RunBudget` for one run, its clock started now."""
+        return RunBudget(**dataclasses.asdict(self))
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Settings:
+    """What an RLM node runs with; ``depth`` is the node's level (the constructor's ``_current_depth``).
+
+    The fields declared with :func:`option` are ``RLM`` keywords kept as given (after their
+    check); the others are built from the :data:`FOLDED` keywords.
+    """
+
+    model: str = option(
+        "the model of the root RLM",
+        "str",
+        REQUIRED,
+        positional=True,
+        check=model_name,
+        flag=Flag("model", required=True),
+    )
+    recursive_model: str = option(
+        "the model of child RLMs and plain sub-calls (None: model)",
+        "str | None",
+        positional=True,
+        check=lambda value, ctx: value or ctx.values["model"],
+        flag=Flag("model"),
+    )
+    api_base: str | None = option(
+        "the provider's (OpenAI-compatible) base URL", "str | None", positional=True, flag=Flag("model")
+    )
+    api_key: str | None = option(
+        "the provider's key (default: the provider's usual environment variable; never recorded)",
+        "str | None",
+        positional=True,
+        record=False,
+        flag=Flag("model"),
+    )
+    max_depth: int = option(
+        "how deep RLMs may nest (None: the API preset's, 5 RLM levels; under api='0.5' 1, what a "
+        "run may call)",
+        "int | None",
+        positional=True,
+        check=release_default(lambda r: r.max_depth_default, at_least(0)),
+        flag=Flag("loop"),
+    )
+    max_iterations: int = option(
+        "model calls of one node before MaxIterationsError",
+        "int",
+        30,
+        positional=True,
+        check=within_release_limits,
+        flag=Flag("loop"),
+    )
+    recursive_max_iterations: int | None = option(
+        "model calls of one child RLM before MaxIterationsError (None: max_iterations)",
+        "int | None",
+        check=or_none(within_release_limits),
+        child=lambda s, value: {} if value is None else {"max_iterations": value},
+        flag=Flag("loop"),
+    )
+    prompt_version: str | None = option(
+        "which release's exact system prompt: cc7a826, 2fb46cc or 0.5.0 (None: the API preset's, "
+        "cc7a826 or under api='0.5' 0.5.0)",
+        "str | None",
+        record=lambda s: s.effective_prompt_version,
+        check=known_prompt_version,
+        flag=Flag("loop"),
+    )
+    max_concurrent_subcalls: int = option(
+        "how many model calls of one batched sub-call run at once (None: the preset's, 16; 4 "
+        "under api='0.5')",
+        "int | None",
+        release=_050,
+        check=release_default(lambda r: r.max_concurrent_subcalls_default, at_least(1)),
+        flag=Flag("loop"),
+    )
+    repl_max_snapshot_bytes: int = option(
+        "checked and recorded: in 0.5.0 it bounds the parent's copy of the REPL state; here an "
+        "RLM's state never leaves its worker (what a step sends back is bounded by "
+        "limits.reply_bytes)",
+        "int | None",
+        release=_050,
+        check=lambda value, ctx: check_snapshot_bytes(
+            ctx.name, DEFAULT_SNAPSHOT_BYTES if value is None else value
+        ),
+    )
+    capture_trajectory_content: bool = option(
+        "whether trajectory events keep prompts and answers (None: the preset's; False under api='0.5')",
+        "bool | None",
+        release=_050,
+        check=release_default(lambda r: r.capture_trajectory_content_default, lambda v, ctx: bool(v)),
+        flag=Flag("output", name="--redact-trajectory", const=False),
+    )
+    final_answer_validator: Callable[[str], str | None] | None = option(
+        "a check that may reject the root's final answer: None accepts, a reason is shown to the "
+        "model, which goes on (recorded: whether one is set)",
+        "Callable[[str], str | None] | None",
+        release=_050,
+        record=lambda s: s.final_answer_validator is not None,
+        check=callable_or_none,
+        child=lambda s, value: {"final_answer_validator": None},
+    )
+    trajectory_path: str | os.PathLike[str] | None = option(
+        "where each run's events are written as JSON lines (docs/trajectory.md)",
+        "str | os.PathLike[str] | None",
+        record=False,
+        flag=Flag("output", name="--trajectory"),
+    )
+
+    depth: int
+    api: ApiSemantics
+    llm_kwargs: Mapping[str, Any]
+    repl: ReplConfig
+    budget: Budget
+    retry: RetryPolicy
+    repl_resource_limits: WorkerResourceLimits
+    observers: tuple[Observer, ...]
+
+    @property
+    def profile(self) -> Profile:
+        return self.repl.profile
+
+    @property
+    def node_model(self) -> str:
+        """The model this node's loop calls (children run on the recursive model)."""
+        return self.model if self.depth == 0 else self.recursive_model
+
+    @property
+    def release(self) -> Release:
+        """The release this RLM follows where 2fb46cc and 0.5.0 differ (selected by ``api``)."""
+        return select_release(self.api)
+
+    @property
+    def effective_prompt_version(self) -> str:
+        return self.prompt_version or self.release.prompt_version
+
+    def child(self) -> Settings:
+        """One level deeper on the recursive model, each option's ``child`` change applied."""
+        changes: dict[str, Any] = {"model": self.recursive_model, "depth": self.depth + 1}
+        for name, parameter in KEPT.items():
+            if parameter.child is not None:
+                changes.update(parameter.child(self, getattr(self, name)))
+        return dataclasses.replace(self, **changes)
+
+
+KEPT: Mapping[str, Parameter] = {
+    f.name: f.metadata["parameter"] for f in dataclasses.fields(Settings) if "parameter" in f.metadata
+}
+"""The keywords kept as :class:`Settings` fields of the same name, declared with :func:`option`."""
+
+
+FOLDED: Mapping[str, Parameter] = {
+    "_current_depth": Parameter(
+        "this RLM's depth in its tree (recorded as depth)", "int", 0, positional=True
+    ),
+    "profile": Parameter(
+        "the behaviour profile: fixed (default, or $RLM_COMPAT_PROFILE), upstream, an ablation "
+        "spec or a Profile",
+        "str | Profile | None",
+        record=lambda s: s.profile.name,
+        flag=Flag("loop"),
+    ),
+    "client": Parameter(
+        "where model calls go, an LLMClient (default: litellm through rlm_compat.core.litellm)",
+        "LLMClient | None",
+    ),
+    "repl_timeout": Parameter(
+        "seconds one REPL step may run", "float | None", 5, record=_timeout, flag=Flag("loop")
+    ),
+    "max_output_chars": Parameter(
+        "the most REPL output shown to the model per step",
+        "int",
+        2000,
+        record=lambda s: s.repl.max_output_chars,
+        flag=Flag("loop"),
+    ),
+    "isolation": Parameter(
+        "where model code runs: process (a killable, hardened worker; profile fixed's default) or "
+        "inline (this process; profile upstream's); default $RLM_COMPAT_ISOLATION or the profile's",
+        "str | None",
+        record=lambda s: str(s.repl.isolation),
+        flag=Flag("loop", choices=ISOLATIONS),
+    ),
+    "limits": Parameter("the REPL's resource limits, a Limits", "Limits | None"),
+    "repl_config": Parameter(
+        "the REPL's whole configuration, a ReplConfig (instead of the loose REPL keywords)",
+        "ReplConfig | None",
+    ),
+    "on_event": Parameter("a callback for each trajectory event", "Observer | None"),
+    "event_handler": Parameter("a callback for each trajectory event", "Observer | None", release=_050),
+    "observers": Parameter("callbacks for each trajectory event", "Iterable[Observer]", ()),
+    "completion_handler": Parameter(
+        "an async callable called instead of litellm.acompletion (same keywords, same response shape)",
+        "Callable[..., Awaitable[Any]] | None",
+        release=_050,
+    ),
+    "repl_memory_limit_mb": Parameter(
+        "the REPL worker's memory limit in MB (here: limits=Limits(memory_mb=...))",
+        "int | None",
+        release=_050,
+        flag=Flag("loop", name="--memory-mb"),
+    ),
+    "repl_cpu_time_limit_seconds": Parameter(
+        "the REPL worker's CPU limit (here: limits=Limits(cpu_seconds=...))", "int | None", release=_050
+    ),
+    "repl_max_open_files": Parameter(
+        "the REPL worker's file limit (here: limits=Limits(open_files=...))", "int | None", release=_050
+    ),
+    "max_total_calls": Parameter(
+        "a budget: the most model calls of one run's whole tree",
+        "int | None",
+        release=_050,
+        record=lambda s: s.budget.max_calls,
+        flag=Flag("budget", name="--max-calls"),
+    ),
+    "max_total_tokens": Parameter(
+        "a budget: the most tokens of one run's whole tree",
+        "int | None",
+        release=_050,
+        record=lambda s: s.budget.max_tokens,
+        flag=Flag("budget", name="--max-tokens"),
+    ),
+    "max_total_cost_usd": Parameter(
+        "a budget: the most estimated cost (USD, litellm's estimate) of one run's whole tree",
+        "float | None",
+        release=_050,
+        record=lambda s: s.budget.max_cost_usd,
+        flag=Flag("budget", name="--max-cost"),
+    ),
+    "max_elapsed_seconds": Parameter(
+        "a budget: the longest wall time of one run",
+        "float | None",
+        release=_050,
+        record=lambda s: s.budget.max_elapsed_seconds,
+        flag=Flag("budget", name="--max-seconds"),
+    ),
+    "max_retries": Parameter(
+        "retries of a transient provider failure, each a counted, budgeted, recorded call "
+        "(None: the preset's, 2; 0 under api='0.5')",
+        "int | None",
+        release=_050,
+        record=lambda s: s.retry.max_retries,
+        flag=Flag("model"),
+    ),
+    "retry_backoff_seconds": Parameter(
+        "the first delay between retries, doubled per attempt, or the provider's Retry-After when "
+        "longer (None: the preset's, 0.5 s; 1 s under api='0.5')",
+        "float | None",
+        release=_050,
+        record=lambda s: s.retry.backoff_seconds,
+        flag=Flag("model"),
+    ),
+}
+"""The keywords folded into a compound setting (or, ``client`` and ``completion_handler``, used
+by the facade alone); their handling is :func:`build_settings`'s ``_fold_*`` functions."""
+
+
+def _signature_order() -> dict[str, Parameter]:
+    rows = {**KEPT, **FOLDED}
+    positional = ("model", "recursive_model", "api_base", "api_key", "max_depth", "max_iterations")
+    ordered = {name: rows[name] for name in (*positional, "_current_depth")}
+    ordered.update((name, row) for name, row in rows.items() if name not in ordered)
+    return ordered
+
+
+PARAMETERS: Mapping[str, Parameter] = _signature_order()
+"""Every keyword ``RLM.__init__`` takes (``**llm_kwargs`` aside), in signature order: the
+:class:`Settings` fields declared with :func:`option` and the :data:`FOLDED` rows."""
+
+RECORDED: Mapping[str, Callable[[Settings], Any]] = {
+    name: operator.attrgetter(name) if p.record is RECORD_VALUE else p.record
+    for name, p in PARAMETERS.items()
+    if p.record is not None
+}
+"""The run record's ``config``: keyword -> how its kept value is read from :class:`Settings`."""
+
+
+def build_settings(
+    *, api: ApiSemantics, llm_kwargs: Mapping[str, Any], keywords: Mapping[str, Any]
+) -> Settings:
+    """Check every keyword once (ConfigurationError naming it), the preset filling defaults.
+
+    ``keywords``: the constructor's keywords by name (those not given take their defaults),
+    ``client`` and ``completion_handler`` aside.
+    """
+    given = {name: keywords.get(name, p.default) for name, p in PARAMETERS.items()}
+    release = select_release(api)
+    values: dict[str, Any] = {}
+    for name, parameter in KEPT.items():
+        check = parameter.check
+        values[name] = given[name] if check is None else check(given[name], Context(name, release, values))
+    depth = integer(given["_current_depth"], 0, "_current_depth")
+    resources = _resource_limits(
+        given["repl_memory_limit_mb"], given["repl_cpu_time_limit_seconds"], given["repl_max_open_files"]
+    )
+    integer(given["max_output_chars"], release.least_limit, "max_output_chars")
+    repl = _repl_config(given, resources)
+    budget = Budget(
+        given["max_total_calls"],
+        given["max_total_tokens"],
+        given["max_total_cost_usd"],
+        given["max_elapsed_seconds"],
+    )
+    max_retries = given["max_retries"]
+    integer(0 if max_retries is None else max_retries, 0, "max_retries")  # RetryPolicy re-checks
+    return Settings(
+        **values,
+        depth=depth,
+        api=api,
+        llm_kwargs=dict(llm_kwargs),
+        repl=repl,
+        budget=budget,
+        retry=release.retry_policy(max_retries, given["retry_backoff_seconds"]),
+        repl_resource_limits=resources,
+        observers=_observers(given["on_event"], given["event_handler"], given["observers"]),
+    )
+
+
+def _observers(on_event: Any, event_handler: Any, observers: Iterable[Observer]) -> tuple[Observer, ...]:
+    handlers = tuple(h for h in (on_event, event_handler, *observers) if h is not None)
+    for handler in handlers:
+        if not callable(handler):
+            raise ConfigurationError(f"event observers must be callables, not {handler!r}")
+    return handlers
+
+
+def _repl_config(given: Mapping[str, Any], resources: WorkerResourceLimits) -> ReplConfig:
+    """``repl_config`` whole, or one made of the loose REPL keywords (0.5.0's limits folded in)."""
+    whole, limits = given["repl_config"], given["limits"]
+    if resources.configured:
+        if whole is not None:
+            raise ConfigurationError(
+                "repl_memory_limit_mb / repl_cpu_time_limit_seconds / repl_max_open_files cannot "
+                "be combined with repl_config=: set them in its limits (Limits(memory_mb=..., "
+                "cpu_seconds=..., open_files=...))"
+            )
+        limits = resources.to_limits(limits)
+    if whole is None:
+        return ReplConfig(
+            profile=resolve_profile(given["profile"]),
+            timeout=given["repl_timeout"],
+            max_output_chars=given["max_output_chars"],
+            isolation=given["isolation"],
+            limits=Limits() if limits is None else limits,
+        )
+    if not isinstance(whole, ReplConfig):
+        raise ConfigurationError(f"repl_config must be a ReplConfig, not {type(whole).__name__}")
+    return whole
+
+
+def _resource_limits(memory_mb: Any, cpu_seconds: Any, open_files: Any) -> WorkerResourceLimits:
+    """0.5.0's ``repl_*`` limit keywords, checked; an error names the keyword the caller used."""
+    try:
+        return WorkerResourceLimits(
+            memory_mb=memory_mb, cpu_time_seconds=cpu_seconds, max_open_files=open_files
+        )
+    except ConfigurationError as exc:
+        text = str(exc)
+        for field, keyword in _RESOURCE_KEYWORDS:
+            if text.startswith(field):
+                text = keyword + text[len(field) :]
+        raise ConfigurationError(text) from None
+
+
+_RESOURCE_KEYWORDS = (
+    ("memory_mb", "repl_memory_limit_mb"),
+    ("cpu_time_seconds", "repl_cpu_time_limit_seconds"),
+    ("max_open_files", "repl_max_open_files"),
+)
