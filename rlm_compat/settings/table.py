@@ -32,6 +32,7 @@ from .declare import (
     model_name,
     option,
     or_none,
+    positive_seconds,
     release_default,
     within_release_limits,
 )
@@ -117,6 +118,14 @@ class Settings:
         "int | None",
         check=or_none(within_release_limits),
         child=lambda s, value: {} if value is None else {"max_iterations": value},
+        flag=Flag("loop"),
+    )
+    recursive_repl_timeout: float | None = option(
+        "seconds one REPL step of a child RLM may run (None: repl_timeout), so the steps of "
+        "sub-tasks over smaller pieces can be held shorter than the root's",
+        "float | None",
+        check=or_none(positive_seconds),
+        child=lambda s, value: {} if value is None else {"repl": dataclasses.replace(s.repl, timeout=value)},
         flag=Flag("loop"),
     )
     prompt_version: str | None = option(

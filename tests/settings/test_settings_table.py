@@ -21,6 +21,7 @@ from locations import ROOT
 from rlm_compat import RLM
 from rlm_compat.clients import ScriptedClient
 from rlm_compat.errors import ConfigurationError
+from rlm_compat.events import ReplStep
 from rlm_compat.options import OWN_OPTIONS, RELEASE_050_OPTIONS
 from rlm_compat.record.run_config import run_config
 from rlm_compat.settings import FOLDED, KEPT, PARAMETERS, RECORDED, REQUIRED, Settings
@@ -185,3 +186,34 @@ def test_the_cli_docs_name_every_flag() -> None:
     for name, row in PARAMETERS.items():
         if row.flag is not None:
             assert f"`{row.flag.option_string(name)}" in table, name
+
+
+def test_recursive_repl_timeout_holds_child_steps_shorter(chat_server: ServerFactory) -> None:
+    """The option added as one row: a child's endless step is cut at 0.5 s, the root's limit is 60 s.
+
+    Through litellm to the loopback server: the root starts a child RLM, whose first step spins;
+    the child sees the timeout, answers, and the root finishes with the child's answer.
+    """
+    server = chat_server(
+        [
+            '```python\nr = recursive_llm("sub", "piece")\nprint(r)\n```',
+            "```python\nwhile True:\n    pass\n```",
+            'FINAL("child done")',
+            "FINAL_VAR(r)",
+        ]
+    )
+    rlm = RLM(
+        "openai/m",
+        api_base=server.base_url,
+        api_key="sk-loop",
+        repl_timeout=60,
+        recursive_repl_timeout=0.5,
+    )
+    assert rlm.settings.child().repl.timeout == 0.5 and rlm.settings.repl.timeout == 60
+    assert rlm.complete("q", "ctx") == "child done"
+    steps = [e for e in rlm.trajectory if isinstance(e, ReplStep)]
+    spun = [e for e in steps if e.depth == 1 and e.error]
+    assert spun and "timeout" in spun[0].output.lower() and spun[0].duration_seconds < 30
+    assert rlm.last_run is not None and rlm.last_run.config["recursive_repl_timeout"] == 0.5
+    with pytest.raises(ConfigurationError, match="recursive_repl_timeout must be a number of seconds > 0"):
+        RLM("m", recursive_repl_timeout=0)
