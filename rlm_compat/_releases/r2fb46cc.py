@@ -1,6 +1,6 @@
 """ysz/recursive-llm 2fb46cc (its 0.1.0; cc7a826 keeps the contract): what this release decides.
 
-2fb46cc's contract is the default (:meth:`~rlm_compat.compat.ApiSemantics.v2fb46cc`). Where it
+2fb46cc's contract is the default (:data:`PRESET`). Where it
 ends a node, the *profile* decides, not the release: profile ``upstream`` (switch
 ``upstream_parser``) takes 2fb46cc's ``is_final`` + ``parse_response`` rule, profile ``fixed``
 the fixed parser; the profile's ``final_before_exec`` says whether the directive is read before
@@ -14,15 +14,15 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from .. import parser
-from ..compat import ApiSemantics
 from ..parser import FinalResolution
 from ..profiles import Profile
+from .contract import ApiSemantics, register
 
 __all__ = ["NAME", "PRESET", "final_rule", "upstream_resolution"]
 
 NAME = "2fb46cc"
-PRESET = ApiSemantics.v2fb46cc()
-"""The release's data: every field where 2fb46cc and 0.5.0 differ."""
+PRESET = register(ApiSemantics(), "2fb46cc", "cc7a826", "0.1")
+"""The release's data: :class:`ApiSemantics`'s field defaults are 2fb46cc's contract (the default)."""
 
 Rule = Callable[..., FinalResolution]
 

@@ -17,11 +17,11 @@ import re
 from collections.abc import Callable, Mapping
 from typing import Any, TypeGuard
 
-from ..compat import ApiSemantics
 from ..parser import FinalResolution
 from ..profiles import Profile
 from ..retry import RetryPolicy
 from . import r050, r2fb46cc
+from .contract import ApiSemantics
 from .r050.trajectory_shape import ReleaseShaper
 
 __all__ = ["FinalRule", "Release", "select_release"]
@@ -178,7 +178,7 @@ class Release:
     @property
     def option_tag(self) -> str:
         """The tag of this release's keywords in :data:`rlm_compat.settings.PARAMETERS`."""
-        return r050.NAME if self.api.name == "0.5" else r2fb46cc.NAME
+        return self.api.release
 
 
 @functools.lru_cache(maxsize=32)

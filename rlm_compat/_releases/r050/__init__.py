@@ -23,16 +23,53 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, TypeGuard
 
-from ...compat import ApiSemantics
 from ...parser import FinalResolution
+from ..contract import ApiSemantics, register
 from . import directive
 from .trajectory_shape import ReleaseShaper
 
 __all__ = ["NAME", "PRESET", "answer_dict", "answer_ready", "final_rule", "shaper"]
 
 NAME = "0.5.0"
-PRESET = ApiSemantics.v050()
-"""The release's data: every field where 2fb46cc and 0.5.0 differ."""
+PRESET = register(
+    ApiSemantics(
+        name="0.5",
+        release=NAME,
+        max_depth_default=1,
+        depth_is_subcall_capability=True,
+        llm_query_takes_context=True,
+        standalone_final_only=True,
+        stats_per_run=True,
+        answer_object=True,
+        show_vars=True,
+        session_outlives_env=True,
+        strip_output_before_limit=True,
+        strict_limits=True,
+        empty_response_feedback=(
+            "Your response was empty. Reply with one Python step to run in the REPL, or with a "
+            'final directive (FINAL("...") or FINAL_VAR(name)) as the whole response.'
+        ),
+        null_content_is_empty=True,
+        parsed_final_method="directive",
+        max_retries_default=0,
+        retry_switch_to_replacements=True,
+        retry_backoff_default=1.0,
+        max_iterations_message="Max iterations ({limit}) exceeded without a final answer",
+        leaf_system_prompt=(
+            "Answer the subproblem from the context given with it, and only that context. "
+            "Reply with the answer itself: no REPL code, no FINAL directive."
+        ),
+        leaf_with_context="Task:\n{query}\n\nContext:\n{context}",
+        trajectory_shape="0.5",
+        capture_trajectory_content_default=False,
+        max_concurrent_subcalls_default=4,
+        prompt_version="0.5.0",
+        module_renames=(("parser", "parser_v050"), ("repl", "repl_v050")),
+    ),
+    "0.5",
+    "0.5.0",
+)
+"""The release's data: every field where 2fb46cc and 0.5.0 differ (``api="0.5"``)."""
 
 
 def final_rule() -> tuple[str, Callable[..., FinalResolution], bool]:

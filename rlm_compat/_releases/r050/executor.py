@@ -23,11 +23,11 @@ import pickle
 from types import ModuleType
 from typing import Any
 
-from ...compat import ApiSemantics
 from ...config import Limits, ReplConfig, WorkerResourceLimits
 from ...errors import ConfigurationError, REPLTimeoutError, UnsupportedOptionError
 from ...repl import REPLExecutor as _Executor
 from ...repl import is_host_function, lives_in_worker
+from ..contract import ApiSemantics
 
 __all__ = ["DEFAULT_SNAPSHOT_BYTES", "REPLExecutor", "check_snapshot_bytes"]
 
