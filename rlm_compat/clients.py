@@ -22,6 +22,7 @@ from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
+from ._lazy import ensure_offline_litellm
 from .errors import LLMCallError, ProviderResponseError
 from .types import Message
 
@@ -32,6 +33,7 @@ __all__ = [
     "RecordedCall",
     "ReplayClient",
     "ScriptedClient",
+    "ensure_offline_litellm",
 ]
 
 

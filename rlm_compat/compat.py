@@ -25,10 +25,10 @@ from __future__ import annotations
 
 import os
 
-from ._releases import ApiSemantics
+from ._releases import ApiSemantics, Release, select_release
 from .errors import ConfigurationError
 
-__all__ = ["API_ENV", "ApiSemantics", "resolve_api"]
+__all__ = ["API_ENV", "ApiSemantics", "Release", "resolve_api", "select_release"]
 
 API_ENV = "RLM_COMPAT_API"
 

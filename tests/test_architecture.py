@@ -197,3 +197,14 @@ def _long_functions_without_a_reason() -> list[str]:
 
 def test_no_function_is_over_80_lines_without_a_reason_written_at_it() -> None:
     assert _long_functions_without_a_reason() == []
+
+
+def test_the_tools_import_only_the_librarys_public_modules() -> None:
+    """Tooling is a user of the library: a private module it needs gets a public home first."""
+    taken = _importers_of(tuple(_private_library_modules()), "rlm_compat.tools")
+    assert taken == []
+
+
+def _private_library_modules() -> list[str]:
+    names = [n for n in _modules() if not n.startswith("rlm_compat.tools")]
+    return [n for n in names if any(part.startswith("_") for part in n.split(".")[1:])]

@@ -29,7 +29,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from ... import errors
-from ..._loop import (  # the loop's namespace and argument checks, so replay's code sees the same
+from ...compat import ApiSemantics, resolve_api, select_release
+from ...config import ReplConfig
+from ...errors import LLMCallError, TrajectoryError
+from ...profiles import Profile, resolve_profile
+from ...record.steps import RecordedNode, RecordedRun, RecordedStep, RecordedSubcall
+from ...repl import REPLExecutor
+from ...repl_namespace import (  # the loop's namespace and argument checks: replay's code sees the same
     DEPTH_TEXT,
     build_namespace,
     check_text,
@@ -37,13 +43,6 @@ from ..._loop import (  # the loop's namespace and argument checks, so replay's 
     query_pairs,
     texts,
 )
-from ..._releases import select_release
-from ...compat import ApiSemantics, resolve_api
-from ...config import ReplConfig
-from ...errors import LLMCallError, TrajectoryError
-from ...profiles import Profile, resolve_profile
-from ...record.steps import RecordedNode, RecordedRun, RecordedStep, RecordedSubcall
-from ...repl import REPLExecutor
 from ...sandbox import host_call
 
 __all__ = ["ReplayReport", "StepOutcome", "replay", "replay_profile"]

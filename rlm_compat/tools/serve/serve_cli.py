@@ -152,7 +152,7 @@ def serve_command(args: argparse.Namespace) -> int:
     except (ConfigurationError, ToolUsageError) as exc:
         print(f"rlm-compat serve: {exc}", file=sys.stderr)
         return 2
-    from ..._lazy import ensure_offline_litellm
+    from ...clients import ensure_offline_litellm
 
     ensure_offline_litellm()
     try:
