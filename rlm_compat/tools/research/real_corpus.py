@@ -3,7 +3,8 @@
 Every run of the corpus (code steps real models wrote, collected with provenance by
 scripts/build_real_corpus.py) becomes one REPL case of the conformance protocol: its environment
 reconstructed as each record says (the recorded context, or a placeholder text of the recorded
-size; the question; the recorded input variables where the log has them), a prelude step defining
+size; the question; the recorded input variables where the log has them, placeholder text for
+those it does not hold), a prelude step defining
 sub-call stand-ins, then the model's steps in their
 recorded order, so a step sees what the run's earlier steps left. Any implementation the
 protocol reaches runs the same cases (``--impl NAME=COMMAND`` adds a row), and each step is judged
@@ -146,7 +147,11 @@ def _context(environment: dict[str, Any]) -> str:
     spec = environment["context"]
     if spec.get("kind") == "recorded":
         return str(spec.get("text", ""))
-    chars = min(int(spec.get("chars", 0)), PLACEHOLDER_CAP)
+    return _placeholder(int(spec.get("chars", 0)))
+
+
+def _placeholder(size: int) -> str:
+    chars = min(size, PLACEHOLDER_CAP)
     text, n = [], 0
     size = 0
     while size < chars:
@@ -174,6 +179,8 @@ def corpus_cases(steps: Sequence[Step]) -> list[dict[str, Any]]:
             env["question"] = environment["question"]
         for name, value in environment.get("variables", {}).items():
             env.setdefault(name, value)
+        for name, size in environment.get("placeholders", {}).items():
+            env.setdefault(name, _placeholder(int(size)))
         prelude = PRELUDE + "".join(
             f'\ndef {name}(*args, **kwargs):\n    return "[tool stand-in]"\n'
             for name in environment.get("stand_ins", [])
