@@ -419,8 +419,8 @@ def _corpus_lines(corpus: dict[str, Any]) -> list[str]:
         f"{corpus['steps']} code steps from {corpus['runs']} runs, {len(corpus['sources'])} sources, "
         f"{len(corpus['models'])} models. Each step is a JSON record with its source repository, commit, "
         "path, model, licence and how its environment is reconstructed (the recorded context, or a "
-        "placeholder text of the recorded size; the recorded input variables where the log has them; "
-        "sub-call and tool stand-ins defined before the run's",
+        "placeholder text of the recorded size; the recorded input variables where the log has them, "
+        "placeholder text for those it does not; sub-call and tool stand-ins defined before the run's",
         "first step).",
         "",
         "| source | licence | runs | code steps | models |",
@@ -518,6 +518,9 @@ def _limits_lines(corpus: dict[str, Any]) -> list[str]:
         "blocks, a SPARQL endpoint's rows) is absent: steps needing them fail in CPython and are not",
         "counted. Steps whose output",
         "differs between two CPython runs (`random`, clocks) are compared by outcome kind only.",
+        "Where a log holds the code but not what it printed (dspy.RLM's verbose log), the step is",
+        "still judged against CPython, which needs no recording. Re-runs whose code repeats another",
+        "run's exactly (a notebook re-executed against dspy's cache) are kept once.",
         "",
     ]
     short = [
