@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import ast
 import builtins
+import dataclasses
 import json
 import os
 import re
@@ -134,12 +135,10 @@ def _lines(path: str | os.PathLike[str], text: str) -> list[tuple[int, dict[str,
 
 
 def _node(index: int, steps: list[RecordedStep], turns: list[RecordedTurn], **more: Any) -> RecordedNode:
+    """The ``index``-th run of a file: ``root`` first, then ``run-2``..., none a child of another."""
     node_id = "root" if index == 0 else f"run-{index + 1}"
-    steps = [
-        RecordedStep(node_id, s.number, s.where, s.code, s.observation, s.error, s.subcalls, s.seq)
-        for s in steps
-    ]
-    return RecordedNode(node_id, "", 0, "", None, tuple(steps), tuple(turns), **more)
+    own = tuple(dataclasses.replace(s, node=node_id) for s in steps)
+    return RecordedNode(node_id, "", 0, "", None, own, tuple(turns), **more)
 
 
 def _run(
@@ -148,6 +147,13 @@ def _run(
     if not any(n.steps for n in nodes):
         raise TrajectoryError(f"{path}: no code step in the file: nothing to replay")
     nodes = [n for n in nodes if n.steps]
+    seq = 0
+    for k, node in enumerate(nodes):  # recorded order across the file's runs
+        steps = []
+        for step in node.steps:
+            seq += 1
+            steps.append(dataclasses.replace(step, seq=seq))
+        nodes[k] = dataclasses.replace(node, steps=tuple(steps))
     notices = tuple(more.pop("notices", ()))
     if len(nodes) > 1:
         notices += (f"{len(nodes)} runs in one file: each replayed in its own REPL session",)

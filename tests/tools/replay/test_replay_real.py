@@ -107,6 +107,8 @@ def test_a_dspy_verbose_log_in_a_notebook_is_read_as_dspy_ran_it(tmp_path: Path)
     assert all(not n.parent_id for n in run.nodes) and "SUBMIT" in run.extra_names
     assert "regex_extract" in run.tools  # the app's own tool: its results are not in the log
     codes = [s.code for s in run.steps]
+    assert [s.seq for s in run.steps] == list(range(1, 22))
+    assert [s.node for s in run.steps[:3]] == ["root", "root", "run-2"]
     assert not any(c.startswith("```") for c in codes) and codes[0].startswith("def fibonacci(n):")
     assert any('regex_extract(docs, r"```' in c for c in codes)  # backticks inside the code are kept
     assert any(n.startswith("5 runs in one file") for n in run.notices)
