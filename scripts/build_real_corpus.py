@@ -226,26 +226,28 @@ tool caps every placeholder at this size anyway)."""
 
 def _runs_dspy_log(data: bytes) -> list[tuple[str, list[dict[str, Any]], dict[str, Any]]]:
     """dspy.RLM's verbose log in a notebook's outputs: each run (a restart at iteration 1) is one
-    corpus run; the log holds the code, not the outputs."""
-    with tempfile.TemporaryDirectory() as tmp:
-        path = Path(tmp) / "run.ipynb"
-        path.write_bytes(data)
-        recorded = from_dspy_log(path)
+    corpus run, with the outputs where newer dspy logs them."""
+    try:
+        recorded = _read_with(from_dspy_log, data, ".ipynb")
+    except TrajectoryError:  # no iteration record with code
+        return []
     runs = []
     for number, node in enumerate(recorded.nodes, 1):
-        steps = [
-            {"where": s.where, "code": s.code, "recorded_output": None, "recorded_error": None}
-            for s in node.steps
-        ]
+        if not node.steps[0].where.endswith(", iteration 1"):
+            continue  # a run seen from its middle (concurrent runs' iterations interleaved)
+        steps = _step_records(node)
         tools, inputs = free_names([s["code"] for s in steps])
+        context = PLACEHOLDER_CHARS if "context" in inputs else 0
         env = {
-            "context": {"kind": "placeholder", "chars": 0},
-            "placeholders": {name: PLACEHOLDER_CHARS for name in sorted(inputs)},
+            "context": {"kind": "placeholder", "chars": context},
+            "placeholders": {name: PLACEHOLDER_CHARS for name in sorted(inputs - {"context"})},
             "stand_ins": sorted(tools),
             "note": "dspy.RLM (verbose log in a notebook's outputs): the signature's inputs the code reads "
-            "and never assigns (docs, document...) hold placeholder text, their values are not in the "
-            "log; the application's tools the code calls (regex_extract...) are stand-ins returning a "
-            "fixed text; markdown fences are stripped as dspy strips them",
+            "and never assigns (context, docs, users...) hold placeholder text, their values are not in "
+            "the log; the application's tools the code calls (regex_extract...) are stand-ins returning "
+            "a fixed text; markdown fences are stripped as dspy strips them; where concurrent runs' "
+            "iterations interleave in the log, only each run's first iteration is kept (the others "
+            "cannot be assigned to their run)",
         }
         runs.append((f"#run-{number}" if len(recorded.nodes) > 1 else "", steps, env))
     return runs

@@ -32,6 +32,7 @@ from __future__ import annotations
 import ast
 import builtins
 import dataclasses
+import itertools
 import json
 import os
 import re
@@ -57,6 +58,7 @@ APP_FORMATS = ("dspy-log", "la3d-events", "la3d-eval", "fabric-rlm")
 _HEADER = re.compile(r"^(?:.*\bdspy\.predict\.rlm: )?RLM iteration (\d+)/(\d+)[ \t]*$", re.MULTILINE)
 _WHOLE_FENCE = re.compile(r"```(python|py)?[ \t\r\f\v]*\n(?P<body>.*)\n```\s*", re.DOTALL)
 _IN_NOTEBOOK = re.compile(r"RLM iteration \d+/\d+")
+_OUTPUT_LINE = re.compile(r".*\bdspy\.predict\.rlm: Output \(([\d,]+) chars\):[ \t]*\n")
 _LOG_LINE = re.compile(r"^\d{4}[/-]\d\d[/-]\d\d[ T]\d\d:\d\d:\d\d\S* ", re.MULTILINE)
 _OPENING_FENCE = re.compile(r"\A\s*```[A-Za-z0-9_+-]*[ \t]*\n")
 _CLOSING_FENCE = re.compile(r"(\n```[ \t]*)+\s*\Z")
@@ -172,44 +174,62 @@ def from_dspy_log(path: str | os.PathLike[str]) -> RecordedRun:
     notes = _Notices()
     streams = _notebook_streams(path, text, notes) if text.lstrip().startswith("{") else [("log", text)]
     runs: list[list[RecordedStep]] = []
-    previous = 0
     for where, stream in streams:
-        headers = list(_HEADER.finditer(stream))
-        for k, header in enumerate(headers):
-            iteration = int(header.group(1))
-            if iteration <= previous or not runs:
-                runs.append([])
-            previous = iteration
-            end = headers[k + 1].start() if k + 1 < len(headers) else len(stream)
-            later = _LOG_LINE.search(stream, header.end() + 1, end)
-            body = stream[header.end() + 1 : later.start() if later else end]
-            _, marker, code = body.partition("\nCode:\n")
-            if not marker:
-                notes.add(f"{where}: an iteration record without a Code: part, skipped")
-                continue
-            number = len(runs[-1]) + 1
-            runs[-1].append(
-                RecordedStep(
-                    "root",
-                    number,
-                    f"{where}, iteration {iteration}",
-                    strip_fences(code),
-                    None,
-                    None,
-                    seq=number,
-                )
+        records = _log_records(stream, where, notes)
+        numbers = [n for n, _, _, _ in records]
+        interleaved = any(b not in (1, a + 1) for a, b in itertools.pairwise(numbers))
+        if interleaved:
+            notes.add(
+                f"{where}: the iterations of concurrent runs interleave (a multi-threaded evaluation): "
+                "each step is replayed in its own REPL session, so a step that uses an earlier one's "
+                "variables diverges"
             )
+        for iteration, label, code, output in records:
+            if interleaved or iteration == 1 or not runs:
+                runs.append([])
+            number = len(runs[-1]) + 1
+            error = None if output is None else output.lstrip().startswith("[Error]")
+            runs[-1].append(RecordedStep("root", number, label, code, output, error, seq=number))
     nodes = []
     for index, steps in enumerate(runs):
         turns = [RecordedTurn(i, None, (i,), s.where) for i, s in enumerate(steps, 1)]
         nodes.append(_node(index, steps, turns))
     called = set().union(*(free_names([s.code for s in steps])[0] for steps in runs)) if runs else set()
+    if any(s.observation is None for steps in runs for s in steps):
+        notes.add(
+            "steps whose output the log does not hold (older dspy logs none) diverge only by not "
+            "running (--json shows each step's new output and error)"
+        )
     return _run(
         path, "dspy-log", "dspy.RLM verbose log (dspy.predict.rlm)", nodes,
-        extra_names=("SUBMIT",), tools=tuple(sorted(called)),
-        notices=(*notes.all(), "the log holds no outputs: a step diverges only by not running "
-                 "(--json shows each step's new output and error)"),
+        extra_names=("SUBMIT",), tools=tuple(sorted(called)), notices=notes.all(),
     )  # fmt: skip
+
+
+def _log_records(stream: str, where: str, notes: _Notices) -> list[tuple[int, str, str, str | None]]:
+    """Each ``RLM iteration`` record of one log stream: its number, where it is, the code as dspy
+    ran it, and the output dspy logged after it (``Output (N chars):``, newer dspy), if any."""
+    headers = list(_HEADER.finditer(stream))
+    records = []
+    for k, header in enumerate(headers):
+        iteration = int(header.group(1))
+        end = headers[k + 1].start() if k + 1 < len(headers) else len(stream)
+        later = _LOG_LINE.search(stream, header.end() + 1, end)
+        body = stream[header.end() + 1 : later.start() if later else end]
+        _, marker, code = body.partition("\nCode:\n")
+        if not marker:
+            notes.add(f"{where}: an iteration record without a Code: part, skipped")
+            continue
+        output = None
+        shown = _OUTPUT_LINE.match(stream, later.start()) if later else None
+        if shown is not None:
+            after = _LOG_LINE.search(stream, shown.end(), end)
+            output = stream[shown.end() : after.start() if after else end].removesuffix("\n")
+            if len(output) != int(shown.group(1).replace(",", "")):
+                notes.add(f"{where}: a logged output is shortened: not compared")
+                output = None
+        records.append((iteration, f"{where}, iteration {iteration}", strip_fences(code), output))
+    return records
 
 
 _RLM_NAMES = frozenset({"llm_query", "llm_query_batched", "SUBMIT", "FINAL", "FINAL_VAR", "print"})
@@ -252,13 +272,16 @@ def _notebook_streams(path: str | os.PathLike[str], text: str, notes: _Notices) 
     streams = []
     for number, cell in enumerate(cells, 1):
         outputs = cell.get("outputs") if isinstance(cell, dict) else None
+        joined: dict[str, str] = {}  # Jupyter may split one stream into several outputs
         for output in outputs if isinstance(outputs, list) else []:
             if not isinstance(output, dict) or output.get("output_type") != "stream":
                 continue
             chunk = output.get("text")
             chunk = "".join(chunk) if isinstance(chunk, list) else chunk
-            if isinstance(chunk, str) and _HEADER.search(chunk):
-                streams.append((f"cell {number}", chunk))
+            if isinstance(chunk, str):
+                name = str(output.get("name", ""))
+                joined[name] = joined.get(name, "") + chunk
+        streams += [(f"cell {number}", chunk) for chunk in joined.values() if _HEADER.search(chunk)]
     if not streams:
         notes.add("no cell output holds a dspy.RLM verbose log")
     return streams

@@ -16,6 +16,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import subprocess
 import sys
 from collections.abc import Callable
@@ -126,6 +127,40 @@ def test_a_dspy_verbose_log_in_a_notebook_is_read_as_dspy_ran_it(tmp_path: Path)
     (log := tmp_path / "rlm.log").write_text(text, encoding="utf-8")
     assert detect_format(log) == "dspy-log"
     assert [s.code for s in load_run(log).steps] == [s.code for s in run.nodes[1].steps]
+
+
+def test_a_newer_dspy_log_gives_each_step_its_logged_output() -> None:
+    """dspy's own tutorial (stanfordnlp/dspy): its log adds ``Output (N chars):`` after each step."""
+    run = load_run(REAL / "dspylog_stanfordnlp_dspy_cohort_analysis_dc80be77.ipynb.json")
+    observations = [s.observation for s in run.steps]
+    assert len(observations) == 5 and observations[-1] is None  # the SUBMIT step logs no output
+    assert str(observations[0]).startswith("=== USERS ===\n(10000, 7)")
+    assert str(observations[1]).startswith("Overall churn rate: 0.2377 (23.77%)")
+    assert [s.error for s in run.steps] == [False, False, False, False, None]
+    report = replay(run, profile="fixed", isolation="inline", same_context=False)
+    assert report.divergences and report.divergences[0].step.number == 1  # its DataFrames are not in the log
+
+
+def test_interleaved_runs_of_a_threaded_evaluation_are_not_stitched_together(tmp_path: Path) -> None:
+    """Concurrent runs (dspy.Evaluate with threads) interleave their iterations in one log: each
+    step becomes its own run instead of being glued to another run's earlier steps."""
+    cells = json.loads(
+        (REAL / "dspylog_qredence_fleet-rlm_rlm-dspy-modal_d54cc645.ipynb.json").read_text(encoding="utf-8")
+    )["cells"]
+    logs = ["".join(o["text"]) for c in cells for o in c.get("outputs", []) if o.get("name") == "stderr"]
+    first, second = (text for text in logs if "RLM iteration 1/20" in text or "RLM iteration 1/30" in text)
+
+    def records(text: str) -> list[str]:
+        starts = [
+            m.start() for m in re.finditer(r"^\S+ \S+ INFO dspy\.predict\.rlm: RLM iteration", text, re.M)
+        ]
+        return [text[a:b] for a, b in zip(starts, [*starts[1:], len(text)], strict=True)]
+
+    mixed = [r for pair in zip(records(first), records(second), strict=False) for r in pair]
+    (log := tmp_path / "threads.log").write_text("".join(mixed), encoding="utf-8")
+    run = load_run(log)
+    assert len(run.nodes) == len(mixed) and all(len(n.steps) == 1 for n in run.nodes)
+    assert any("interleave" in n for n in run.notices)
 
 
 def test_an_la3d_event_log_keeps_the_task_and_names_the_tools_it_cannot_serve(tmp_path: Path) -> None:
