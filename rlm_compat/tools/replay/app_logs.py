@@ -4,11 +4,14 @@
 around them saved their runs in, read from the published files (no code of theirs is used):
 
 ``dspy-log``: dspy.RLM's ``verbose=True`` log (logger ``dspy.predict.rlm``, one ``RLM iteration
-i/N`` record per iteration: ``Reasoning: ...``, then ``Code:`` and the code as the model wrote it),
-as a text file or in the outputs of a Jupyter notebook (Qredence/fleet-rlm's notebooks). The code is
-run the way dspy 3.1 runs it (a reply that is one whole fenced block loses its fence lines, any
-other runs as written); the log holds no outputs, so a step diverges
-only by failing to run. A run starts at iteration 1: each run of the file is its own RLM node.
+i/N`` record per iteration: ``Reasoning: ...``, then ``Code:`` and the code as the model wrote it;
+newer dspy adds an ``Output (N chars):`` record with what the step printed), as a text file or in the
+outputs of a Jupyter notebook (Qredence/fleet-rlm's, dspy's own tutorials). The code is run the way
+dspy 3.1 runs it (a reply that is one whole fenced block loses its fence lines, any other runs as
+written); a step whose output the log does not hold diverges only by failing to run. A run starts
+at iteration 1: each run of the file is its own RLM node. Runs a threaded evaluation made at once
+interleave their iterations in one log (1, 1, 2, 1, 3, 2...): they cannot be told apart, so each
+step of such a log is a run of its own, never glued to another run's steps.
 
 ``la3d-events``: LA3D/rlm's event logs around dspy.RLM (``{"event_type", "timestamp", "data"}``
 lines: ``run_start`` with the task, ``iteration`` with reasoning, code and output, tool calls and
@@ -277,7 +280,7 @@ def _notebook_streams(path: str | os.PathLike[str], text: str, notes: _Notices) 
             if not isinstance(output, dict) or output.get("output_type") != "stream":
                 continue
             chunk = output.get("text")
-            chunk = "".join(chunk) if isinstance(chunk, list) else chunk
+            chunk = "".join(c for c in chunk if isinstance(c, str)) if isinstance(chunk, list) else chunk
             if isinstance(chunk, str):
                 name = str(output.get("name", ""))
                 joined[name] = joined.get(name, "") + chunk

@@ -26,6 +26,7 @@ from typing import Any
 import pytest
 from locations import DATA, ROOT
 
+from rlm_compat.errors import TrajectoryError
 from rlm_compat.testing import ScriptedChatServer
 from rlm_compat.tools.replay.foreign import FORMATS, detect_format, load_run
 from rlm_compat.tools.replay.replayer import replay
@@ -161,6 +162,26 @@ def test_interleaved_runs_of_a_threaded_evaluation_are_not_stitched_together(tmp
     run = load_run(log)
     assert len(run.nodes) == len(mixed) and all(len(n.steps) == 1 for n in run.nodes)
     assert any("interleave" in n for n in run.notices)
+
+
+@pytest.mark.parametrize(
+    "entry", [e for e in REPLAYED if e["format"] not in ("rlms", "dspy")], ids=lambda e: e["file"]
+)
+def test_a_cut_application_log_is_read_or_refused_with_a_typed_error(
+    entry: dict[str, Any], tmp_path: Path
+) -> None:
+    """A log cut anywhere (a crashed writer, a partial download) reads as far as it goes or gets a
+    TrajectoryError naming the file, never another exception."""
+    data = (REAL / entry["file"]).read_bytes()
+    cut = tmp_path / "cut"
+    for size in range(len(data) // 7, len(data), len(data) // 7):
+        cut.write_bytes(data[:size])
+        try:
+            run = load_run(cut, entry["format"])
+        except TrajectoryError as exc:
+            assert str(cut) in str(exc)
+        else:
+            assert run.steps
 
 
 def test_an_la3d_event_log_keeps_the_task_and_names_the_tools_it_cannot_serve(tmp_path: Path) -> None:
