@@ -10,13 +10,13 @@ named ``owner+name``. Each listed file is read at its commit with ``git show`` (
 checked out, nothing is run) and every code step in it becomes one JSON record with its
 provenance (source, commit, path, model, licence) and how its environment is reconstructed for
 replay. A run whose code steps repeat another run's exactly (a log copied to a second folder)
-is kept once. The records are the models' code as published: never edited, never generated.
+is kept once; a file listed at several commits (a notebook re-run and committed again) names its
+runs with the commit. The records are the models' code as published: never edited, never generated.
 """
 
 from __future__ import annotations
 
 import argparse
-import ast
 import hashlib
 import json
 import re
@@ -29,6 +29,14 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from rlm_compat.errors import TrajectoryError  # noqa: E402
+from rlm_compat.tools.replay.app_logs import (  # noqa: E402
+    free_names,
+    from_dspy_log,
+    from_fabric,
+    from_la3d_eval,
+    from_la3d_events,
+)
 from rlm_compat.tools.replay.foreign import from_dspy, from_rlms  # noqa: E402
 
 SOURCES = ROOT / "real_corpus" / "SOURCES.json"
@@ -119,43 +127,28 @@ _EVAL_TOOL = re.compile(
 )
 """The SPARQL tools of LA3D/rlm's eval harness runs (evals/runners/task_runner.py)."""
 
-_OPENING_FENCE = re.compile(r"\A\s*```[A-Za-z0-9_+-]*[ \t]*\n")
-_CLOSING_FENCE = re.compile(r"(\n```[ \t]*)+\s*\Z")
-_RECORDED_SYNTAX_ERROR = re.compile(r"\A\[Error\] (invalid syntax|SyntaxError|Syntax error)")
+
+def _read_with(reader: Any, data: bytes, suffix: str) -> Any:
+    """A replay reader's reading of ``data`` (the readers take a path)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / f"file{suffix}"
+        path.write_bytes(data)
+        return reader(path)
 
 
-def _as_run(code: str, recorded_output: str) -> str:
-    """The code as the runner executed it: LA3D's harness strips a markdown fence line at the start
-    and the fence lines at the end of the code field, and its recorded output is that of the
-    stripped code, except in the runs whose recorded output is a syntax error (there the fences
-    were run as written)."""
-    if _RECORDED_SYNTAX_ERROR.match(recorded_output):
-        return code
-    return _CLOSING_FENCE.sub("", _OPENING_FENCE.sub("", code, count=1), count=1)
+def _step_records(node: Any) -> list[dict[str, Any]]:
+    return [
+        {"where": s.where, "code": s.code, "recorded_output": s.observation, "recorded_error": s.error}
+        for s in node.steps
+    ]
 
 
 def _la3d_events(data: bytes) -> tuple[list[dict[str, Any]], str, int]:
-    steps: list[dict[str, Any]] = []
-    question, chars = "", 0
-    for number, line in enumerate(data.decode("utf-8").splitlines(), 1):
-        if not line.strip():
-            continue
-        record = json.loads(line)
-        body = record.get("data") if isinstance(record.get("data"), dict) else {}
-        if record.get("event_type") == "run_start":
-            question = str(body.get("task", ""))
-            chars = int(body.get("context_size") or body.get("document_size") or 0)
-        elif record.get("event_type") == "iteration" and isinstance(body.get("code"), str):
-            output = body.get("output")
-            steps.append(
-                {
-                    "where": f"line {number}",
-                    "code": body["code"],
-                    "recorded_output": output if isinstance(output, str) else None,
-                    "recorded_error": None,
-                }
-            )
-    return steps, question, chars
+    try:
+        root = _read_with(from_la3d_events, data, ".jsonl").root
+    except TrajectoryError:  # a log of a run that ran no code: no steps
+        return [], "", 0
+    return _step_records(root), root.query, root.context_chars or 0
 
 
 def _steps_la3d(data: bytes) -> tuple[list[dict[str, Any]], dict[str, Any]]:
@@ -189,28 +182,19 @@ def _steps_kag(data: bytes) -> tuple[list[dict[str, Any]], dict[str, Any]]:
 
 
 def _runs_la3d_eval(data: bytes) -> list[tuple[str, list[dict[str, Any]], dict[str, Any]]]:
-    """LA3D/rlm's eval harness results: one run per trial, each iteration's code blocks in order."""
-    document = json.loads(data)
+    """LA3D/rlm's eval harness results: one run per trial, each iteration's code blocks in order,
+    the code as the runner ran it (the replay reader's reading)."""
+    try:
+        run = _read_with(from_la3d_eval, data, ".json")
+    except TrajectoryError:  # no trial ran code
+        return []
     runs = []
-    for number, trial in enumerate(document.get("trial_results", []), 1):
-        steps = []
-        for turn in trial.get("transcript") or []:
-            for block_number, block in enumerate(turn.get("code_blocks") or [], 1):
-                result = block.get("result") if isinstance(block.get("result"), dict) else {}
-                stdout, stderr = str(result.get("stdout") or ""), str(result.get("stderr") or "")
-                steps.append(
-                    {
-                        "where": f"trial {number}, iteration {turn.get('iteration')}, "
-                        f"code block {block_number}",
-                        "code": _as_run(str(block.get("code", "")), stdout),
-                        "recorded_output": stdout + stderr,
-                        "recorded_error": bool(stderr.strip()) or stdout.startswith("[Error]"),
-                    }
-                )
+    for node in run.nodes:
+        steps = _step_records(node)
         tools = sorted({m for s in steps for m in _EVAL_TOOL.findall(s["code"])})
         env = {
             "context": {"kind": "placeholder", "chars": 0},
-            "question": str(document.get("task_query", "")),
+            "question": run.root.query or str(run.root.inputs.get("query", "")),
             "stand_ins": tools,
             "note": "dspy.RLM answering a SPARQL task over a remote endpoint: the run's context (ontology "
             "metadata) is not in the result file and stands empty; the SPARQL tools the code calls "
@@ -218,41 +202,55 @@ def _runs_la3d_eval(data: bytes) -> list[tuple[str, list[dict[str, Any]], dict[s
             "at the code's start or end is dropped as the runner dropped it (kept where the recorded output "
             "is the syntax error it caused)",
         }
-        runs.append((f"#trial-{number}" if len(document["trial_results"]) > 1 else "", steps, env))
+        suffix = f"#trial-{node.steps[0].where.split(',')[0].split()[-1]}" if len(run.nodes) > 1 else ""
+        runs.append((suffix, steps, env))
     return runs
 
 
-def _assigned(code: str) -> set[str]:
-    try:
-        tree = ast.parse(code)
-    except SyntaxError:
-        return set()
-    return {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
-
-
 def _steps_fabric(data: bytes) -> tuple[list[dict[str, Any]], dict[str, Any]]:
-    """fabric-rlm's ``Trajectory.write_jsonl``: a metadata line, then one line per turn with the
-    code, stdout, stderr, error and the REPL's state after the turn."""
-    lines = [json.loads(line) for line in data.decode("utf-8").splitlines() if line.strip()]
-    turns = [t for t in lines if isinstance(t.get("code"), str)]
-    steps = [
-        {
-            "where": f"turn {t.get('turn')}",
-            "code": t["code"],
-            "recorded_output": str(t.get("stdout") or "") + str(t.get("stderr") or ""),
-            "recorded_error": t.get("error") is not None,
-        }
-        for t in turns
-    ]
-    made = set().union(*(_assigned(t["code"]) for t in turns)) if turns else set()
-    first = turns[0].get("state") if turns and isinstance(turns[0].get("state"), dict) else {}
+    """fabric-rlm's ``Trajectory.write_jsonl`` (the replay reader's reading)."""
+    root = _read_with(from_fabric, data, ".jsonl").root
     env = {
         "context": {"kind": "placeholder", "chars": 0},
-        "variables": {k: v for k, v in first.items() if k not in made},
+        "variables": dict(root.inputs),
         "note": "fabric-rlm gives the REPL its signature's inputs as variables (no `context`): they are "
         "the recorded state after the first turn, less the names the run's code assigns",
     }
-    return steps, env
+    return _step_records(root), env
+
+
+PLACEHOLDER_CHARS = 8_000
+"""The size of a placeholder input whose recorded size the log does not give (the real-corpus
+tool caps every placeholder at this size anyway)."""
+
+
+def _runs_dspy_log(data: bytes) -> list[tuple[str, list[dict[str, Any]], dict[str, Any]]]:
+    """dspy.RLM's verbose log in a notebook's outputs: each run (a restart at iteration 1) is one
+    corpus run, with the outputs where newer dspy logs them."""
+    try:
+        recorded = _read_with(from_dspy_log, data, ".ipynb")
+    except TrajectoryError:  # no iteration record with code
+        return []
+    runs = []
+    for number, node in enumerate(recorded.nodes, 1):
+        if not node.steps[0].where.endswith(", iteration 1"):
+            continue  # a run seen from its middle (concurrent runs' iterations interleaved)
+        steps = _step_records(node)
+        tools, inputs = free_names([s["code"] for s in steps])
+        context = PLACEHOLDER_CHARS if "context" in inputs else 0
+        env = {
+            "context": {"kind": "placeholder", "chars": context},
+            "placeholders": {name: PLACEHOLDER_CHARS for name in sorted(inputs - {"context"})},
+            "stand_ins": sorted(tools),
+            "note": "dspy.RLM (verbose log in a notebook's outputs): the signature's inputs the code reads "
+            "and never assigns (context, docs, users...) hold placeholder text, their values are not in "
+            "the log; the application's tools the code calls (regex_extract...) are stand-ins returning "
+            "a fixed text; markdown fences are stripped as dspy strips them; where concurrent runs' "
+            "iterations interleave in the log, only each run's first iteration is kept (the others "
+            "cannot be assigned to their run)",
+        }
+        runs.append((f"#run-{number}" if len(recorded.nodes) > 1 else "", steps, env))
+    return runs
 
 
 READERS = {
@@ -262,7 +260,7 @@ READERS = {
     "la3d-kag": _steps_kag,
     "fabric-rlm": _steps_fabric,
 }
-RUN_READERS = {"la3d-eval": _runs_la3d_eval}
+RUN_READERS = {"la3d-eval": _runs_la3d_eval, "dspy-log": _runs_dspy_log}
 """Readers of files holding several runs: each run is (trajectory suffix, steps, environment)."""
 
 
@@ -272,6 +270,7 @@ def build(sources_dir: Path) -> list[dict[str, Any]]:
     seen: set[str] = set()
     for source in manifest["sources"]:
         git_dir = _git_dir(sources_dir, source["repo"])
+        paths = [entry["path"] for entry in source["files"]]
         for entry in source["files"]:
             data = _show(git_dir, entry["commit"], entry["path"])
             fmt = entry.get("format", source["format"])
@@ -281,7 +280,8 @@ def build(sources_dir: Path) -> list[dict[str, Any]]:
                 if not steps or fingerprint in seen:
                     continue
                 seen.add(fingerprint)
-                trajectory = f"{source['repo']}/{entry['path']}{suffix}"
+                at = f"@{entry['commit'][:8]}" if paths.count(entry["path"]) > 1 else ""
+                trajectory = f"{source['repo']}/{entry['path']}{at}{suffix}"
                 records.extend(_records(trajectory, source, entry, fmt, env, steps))
     return records
 

@@ -101,6 +101,9 @@ class RecordedNode:
     """The model's replies (foreign formats; ours are read for viewing from the events instead)."""
     model: str = ""
     answer: str | None = None
+    inputs: dict[str, Any] = dataclasses.field(default_factory=dict)
+    """Variables the producer's REPL gave this node besides the context (fabric-rlm's signature
+    inputs), where the log holds their values; replay defines them."""
 
 
 @dataclass(frozen=True)
@@ -132,6 +135,9 @@ class RecordedRun:
     """The run's final answer, when the format records one."""
     context: str | None = None
     """The root's context text, when the format keeps it (``rlms``' ``run_context`` prompt)."""
+    tools: tuple[str, ...] = ()
+    """Functions the producer's REPL gave the code whose results the log does not hold (an
+    application's own tools): replay defines each to fail, saying so."""
     notices: tuple[str, ...] = ()
     """What the reader skipped or assumed (unknown line types, ignored fields, several runs in one
     log): said to the user, never a refusal."""

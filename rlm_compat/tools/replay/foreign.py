@@ -27,6 +27,9 @@ Newer rlms logs (alexzhang13/rlm after 0.1.1) add ``run_context`` lines (each ru
 is the context rlms gives the REPL: replay uses the first as the context) and a ``jupyter``
 environment whose REPL names the context ``completion_context``; other line types and fields a
 reader does not know are skipped with a notice (``RecordedRun.notices``), never refused.
+
+Logs of applications built around these loops (dspy.RLM's verbose log, LA3D/rlm's event logs and
+eval results, fabric-rlm's trajectories) are read by :mod:`.app_logs`; detection covers them too.
 """
 
 from __future__ import annotations
@@ -46,10 +49,18 @@ from ...record.steps import (
     from_trajectory,
 )
 from ...record.trajectory import SCHEMA_NAME, json_lines
+from .app_logs import (
+    APP_FORMATS,
+    detect_app_format,
+    from_dspy_log,
+    from_fabric,
+    from_la3d_eval,
+    from_la3d_events,
+)
 
 __all__ = ["FORMATS", "detect_format", "from_dspy", "from_rlms", "load_run"]
 
-FORMATS = ("rlm_compat", "rlms", "dspy")
+FORMATS = ("rlm_compat", "rlms", "dspy", *APP_FORMATS)
 
 RLMS_VERSION = "rlms 0.1.1 RLMLogger JSONL"
 DSPY_VERSION = "dspy.RLM trajectory (dspy 3.1 Prediction.trajectory / main repl_trajectory)"
@@ -66,11 +77,19 @@ def load_run(path: str | os.PathLike[str], format: str | None = None) -> Recorde
         return from_rlms(path)
     if chosen == "dspy":
         return from_dspy(path)
+    readers = {
+        "dspy-log": from_dspy_log,
+        "la3d-events": from_la3d_events,
+        "la3d-eval": from_la3d_eval,
+        "fabric-rlm": from_fabric,
+    }
+    if chosen in readers:
+        return readers[chosen](path)
     raise TrajectoryError(f"unknown trajectory format {chosen!r}; choose one of {', '.join(FORMATS)}")
 
 
 def detect_format(path: str | os.PathLike[str]) -> str:
-    """``rlm_compat``, ``rlms`` or ``dspy``, from the file's first record; TrajectoryError otherwise."""
+    """One of FORMATS, from the file's first record (or the whole document); TrajectoryError otherwise."""
     text = _read(path)
     first = next((line for line in text.splitlines() if line.strip()), "")
     if not first:
@@ -81,6 +100,8 @@ def detect_format(path: str | os.PathLike[str]) -> str:
         try:
             record = json.loads(text)  # one JSON document over several lines (dspy's list)
         except json.JSONDecodeError as exc:
+            if detect_app_format(text, None):
+                return "dspy-log"  # a text log
             raise TrajectoryError(
                 f"{path}: line {exc.lineno}: truncated or corrupt JSON ({exc.msg}); not a trajectory"
             ) from None
@@ -89,14 +110,18 @@ def detect_format(path: str | os.PathLike[str]) -> str:
             return "rlm_compat"
         if record.get("type") in ("metadata", "iteration"):
             return "rlms"
+        app = detect_app_format(text, record)
+        if app is not None:
+            return app
         if ("code" in record and "output" in record) or any(k in record for k in _DSPY_KEYS):
             return "dspy"
     if isinstance(record, list):
         return "dspy"
     raise TrajectoryError(
         f"{path}: line 1: not a trajectory this rlm_compat reads (ours starts with a schema header, "
-        "rlms' with a type metadata/iteration line, dspy.RLM's is a list of code/output entries); "
-        "name the format with --format if it is one of them"
+        "rlms' with a type metadata/iteration line, dspy.RLM's is a list of code/output entries or its "
+        "verbose log; LA3D/rlm's event logs and eval results, fabric-rlm's trajectories); name the "
+        f"format with --format if it is one of them ({', '.join(FORMATS)})"
     )
 
 

@@ -28,8 +28,9 @@ def register(subparsers: Any) -> None:
             "Serve the recorded model replies again, re-execute every REPL step in a fresh session per "
             "RLM node, and print the first step whose observation differs from the recording (node, "
             "step, code, recorded and new observation), or 'identical'. Reads rlm_compat trajectories, "
-            "rlms (0.1.1) JSONL logs and dspy.RLM trajectories. Exit status: 0 identical, 1 diverged, "
-            "2 unusable input."
+            "rlms (0.1.1) JSONL logs, dspy.RLM trajectories and verbose logs (text or notebook), "
+            "LA3D/rlm event logs and eval results, fabric-rlm trajectories. Exit status: 0 identical, "
+            "1 diverged, 2 unusable input."
         ),
     )
     p.add_argument("trajectory", type=Path, help="the trajectory file")
@@ -43,7 +44,7 @@ def register(subparsers: Any) -> None:
     p.add_argument("--json", action="store_true", help="print every step's outcome as JSON instead")
     p.add_argument(
         "--format",
-        choices=("rlm_compat", "rlms", "dspy"),
+        choices=("rlm_compat", "rlms", "dspy", "dspy-log", "la3d-events", "la3d-eval", "fabric-rlm"),
         default=None,
         help="the trajectory's format (default: detected)",
     )

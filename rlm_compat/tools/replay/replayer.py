@@ -226,6 +226,10 @@ def replay(
     )
     replayer = _Replayer(run, config, resolve_api(api if api is not None else run.api))
     replayer.node(root, context)
+    for other in run.nodes[1:]:  # further runs of one file (an app log's trials): fresh sessions
+        if not other.parent_id and other.node_id not in replayer._started:
+            replayer._started.add(other.node_id)
+            replayer.node(other, context)
     return ReplayReport(run, chosen.name, str(config.isolation), tuple(replayer.ordered(chosen.name)))
 
 
@@ -270,6 +274,9 @@ class _Replayer:
                         visit(child)
 
         visit(self.run.root)
+        for other in self.run.nodes[1:]:
+            if not other.parent_id:
+                visit(other)
         seen = {id(o.step) for o in result}  # a child started by a step the recording never finished
         for step in self.run.steps:
             if id(step) not in seen:
@@ -294,11 +301,25 @@ class _Replayer:
             env["completion_context"] = context
         if "SUBMIT" in self.run.extra_names:
             env["SUBMIT"] = host_call(_submit)
+        for name in self.run.tools:
+            env.setdefault(name, host_call(_unrecorded_tool(name)))
+        for name, value in node.inputs.items():
+            env.setdefault(name, value)
         return env
 
 
 def _submit(*args: Any, **kwargs: Any) -> None:
     """dspy.RLM's SUBMIT(...): ends the recorded run; replay only needs the call to succeed."""
+
+
+def _unrecorded_tool(name: str) -> Any:
+    """A stand-in for an application's tool whose results the log does not hold."""
+
+    def tool(*args: Any, **kwargs: Any) -> Any:
+        raise LLMCallError(f"replay: the recording does not hold what the tool {name}(...) returned")
+
+    tool.__name__ = name
+    return tool
 
 
 class _Served:

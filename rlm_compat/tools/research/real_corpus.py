@@ -3,7 +3,8 @@
 Every run of the corpus (code steps real models wrote, collected with provenance by
 scripts/build_real_corpus.py) becomes one REPL case of the conformance protocol: its environment
 reconstructed as each record says (the recorded context, or a placeholder text of the recorded
-size; the question; the recorded input variables where the log has them), a prelude step defining
+size; the question; the recorded input variables where the log has them, placeholder text for
+those it does not hold), a prelude step defining
 sub-call stand-ins, then the model's steps in their
 recorded order, so a step sees what the run's earlier steps left. Any implementation the
 protocol reaches runs the same cases (``--impl NAME=COMMAND`` adds a row), and each step is judged
@@ -146,7 +147,11 @@ def _context(environment: dict[str, Any]) -> str:
     spec = environment["context"]
     if spec.get("kind") == "recorded":
         return str(spec.get("text", ""))
-    chars = min(int(spec.get("chars", 0)), PLACEHOLDER_CAP)
+    return _placeholder(int(spec.get("chars", 0)))
+
+
+def _placeholder(size: int) -> str:
+    chars = min(size, PLACEHOLDER_CAP)
     text, n = [], 0
     size = 0
     while size < chars:
@@ -174,6 +179,8 @@ def corpus_cases(steps: Sequence[Step]) -> list[dict[str, Any]]:
             env["question"] = environment["question"]
         for name, value in environment.get("variables", {}).items():
             env.setdefault(name, value)
+        for name, size in environment.get("placeholders", {}).items():
+            env.setdefault(name, _placeholder(int(size)))
         prelude = PRELUDE + "".join(
             f'\ndef {name}(*args, **kwargs):\n    return "[tool stand-in]"\n'
             for name in environment.get("stand_ins", [])
@@ -412,8 +419,8 @@ def _corpus_lines(corpus: dict[str, Any]) -> list[str]:
         f"{corpus['steps']} code steps from {corpus['runs']} runs, {len(corpus['sources'])} sources, "
         f"{len(corpus['models'])} models. Each step is a JSON record with its source repository, commit, "
         "path, model, licence and how its environment is reconstructed (the recorded context, or a "
-        "placeholder text of the recorded size; the recorded input variables where the log has them; "
-        "sub-call and tool stand-ins defined before the run's",
+        "placeholder text of the recorded size; the recorded input variables where the log has them, "
+        "placeholder text for those it does not; sub-call and tool stand-ins defined before the run's",
         "first step).",
         "",
         "| source | licence | runs | code steps | models |",
@@ -511,6 +518,9 @@ def _limits_lines(corpus: dict[str, Any]) -> list[str]:
         "blocks, a SPARQL endpoint's rows) is absent: steps needing them fail in CPython and are not",
         "counted. Steps whose output",
         "differs between two CPython runs (`random`, clocks) are compared by outcome kind only.",
+        "Where a log holds the code but not what it printed (dspy.RLM's verbose log), the step is",
+        "still judged against CPython, which needs no recording. Re-runs whose code repeats another",
+        "run's exactly (a notebook re-executed against dspy's cache) are kept once.",
         "",
     ]
     short = [
