@@ -16,7 +16,10 @@ from ...config import ISOLATIONS
 from ...errors import ConfigurationError, TrajectoryError
 from ..tool_errors import ToolUsageError
 
-__all__ = ["context_arguments", "read_context", "register"]
+FORMAT_CHOICES = ("rlm_compat", "rlms", "dspy", "dspy-log", "la3d-events", "la3d-eval", "fabric-rlm")
+"""The readers' formats (:data:`.foreign.FORMATS`, written out: building the parser imports no reader)."""
+
+__all__ = ["FORMAT_CHOICES", "context_arguments", "read_context", "register"]
 
 
 def register(subparsers: Any) -> None:
@@ -44,7 +47,7 @@ def register(subparsers: Any) -> None:
     p.add_argument("--json", action="store_true", help="print every step's outcome as JSON instead")
     p.add_argument(
         "--format",
-        choices=("rlm_compat", "rlms", "dspy", "dspy-log", "la3d-events", "la3d-eval", "fabric-rlm"),
+        choices=FORMAT_CHOICES,
         default=None,
         help="the trajectory's format (default: detected)",
     )

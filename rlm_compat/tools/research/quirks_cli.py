@@ -13,7 +13,7 @@ from typing import Any
 
 from ...config import ISOLATIONS
 from ...errors import ConfigurationError, TrajectoryError
-from ..replay.replay_cli import context_arguments, read_context
+from ..replay.replay_cli import FORMAT_CHOICES, context_arguments, read_context
 from ..tool_errors import ToolUsageError
 
 __all__ = ["register"]
@@ -33,7 +33,7 @@ def register(subparsers: Any) -> None:
     )
     p.add_argument("trajectories", type=Path, nargs="+", help="trajectory files")
     p.add_argument("--isolation", choices=ISOLATIONS, default="inline", help="default: inline (fastest)")
-    p.add_argument("--format", choices=("rlm_compat", "rlms", "dspy"), default=None, help="default: detected")
+    p.add_argument("--format", choices=FORMAT_CHOICES, default=None, help="default: detected")
     p.add_argument("--json", action="store_true", help="print the table's data as JSON instead")
     context_arguments(p)
     p.set_defaults(handler=_quirks)

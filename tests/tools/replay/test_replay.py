@@ -495,3 +495,10 @@ def test_a_closed_pipe_ends_the_output_quietly() -> None:
         os.close(write_end)
     assert "Traceback" not in done.stderr and "BrokenPipe" not in done.stderr, done.stderr
     assert done.returncode == 141
+
+
+def test_the_format_flags_offer_every_reader() -> None:
+    from rlm_compat.tools.replay.foreign import FORMATS
+    from rlm_compat.tools.replay.replay_cli import FORMAT_CHOICES
+
+    assert FORMAT_CHOICES == FORMATS
