@@ -11,6 +11,7 @@ import importlib.util
 import json
 import sys
 from pathlib import Path
+from typing import Any
 
 from locations import ROOT
 
@@ -108,18 +109,7 @@ def test_the_builder_reads_an_eval_harness_file_as_its_runner_ran_it() -> None:
     """A real LA3D/rlm result file (tests/data/replay/real/PROVENANCE.json): one run per trial, the
     code as the runner executed it (fence lines dropped where the recorded output shows it ran, kept
     where the recording is the syntax error they caused), and the same steps as the corpus holds."""
-    spec = importlib.util.spec_from_file_location(
-        "build_real_corpus", ROOT / "scripts" / "build_real_corpus.py"
-    )
-    assert spec is not None and spec.loader is not None
-    builder = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(builder)
-    real = ROOT / "tests" / "data" / "replay" / "real"
-    entry = next(
-        e
-        for e in json.loads((real / "PROVENANCE.json").read_text(encoding="utf-8"))["files"]
-        if e["format"] == "la3d-eval"
-    )
+    builder, real, entry = _builder_and_real_file("la3d-eval")
     raw = json.loads((real / entry["file"]).read_bytes())
     runs = builder.RUN_READERS["la3d-eval"]((real / entry["file"]).read_bytes())
     assert len(runs) == len(raw["trial_results"]) == 1
@@ -144,18 +134,7 @@ def test_the_builder_reads_a_notebooks_dspy_log_as_the_corpus_holds_it() -> None
     """Qredence/fleet-rlm's notebook (tests/data/replay/real/PROVENANCE.json): one corpus run per
     dspy.RLM run of the log, the signature inputs the code reads as placeholders, its tools as
     stand-ins, and the same steps as the corpus holds for that commit."""
-    spec = importlib.util.spec_from_file_location(
-        "build_real_corpus", ROOT / "scripts" / "build_real_corpus.py"
-    )
-    assert spec is not None and spec.loader is not None
-    builder = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(builder)
-    real = ROOT / "tests" / "data" / "replay" / "real"
-    entry = next(
-        e
-        for e in json.loads((real / "PROVENANCE.json").read_text(encoding="utf-8"))["files"]
-        if e["format"] == "dspy-log"
-    )
+    builder, real, entry = _builder_and_real_file("dspy-log")
     runs = builder.RUN_READERS["dspy-log"]((real / entry["file"]).read_bytes())
     assert [len(steps) for _, steps, _ in runs] == [2, 5, 6, 3, 5]
     assert [suffix for suffix, _, _ in runs] == [f"#run-{n}" for n in range(1, 6)]
@@ -167,3 +146,16 @@ def test_the_builder_reads_a_notebooks_dspy_log_as_the_corpus_holds_it() -> None
         if s.record["path"] == entry["path"] and s.record["commit"] == entry["commit"]
     ]
     assert corpus == [s["code"] for _, steps, _ in runs for s in steps]
+
+
+def _builder_and_real_file(fmt: str) -> tuple[Any, Path, dict[str, Any]]:
+    """scripts/build_real_corpus.py as a module, the real files' folder, and its first ``fmt`` file."""
+    spec = importlib.util.spec_from_file_location(
+        "build_real_corpus", ROOT / "scripts" / "build_real_corpus.py"
+    )
+    assert spec is not None and spec.loader is not None
+    builder = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(builder)
+    real = ROOT / "tests" / "data" / "replay" / "real"
+    files = json.loads((real / "PROVENANCE.json").read_text(encoding="utf-8"))["files"]
+    return builder, real, next(e for e in files if e["format"] == fmt)
