@@ -11,7 +11,9 @@ hangs, or kills the interpreter is followed by a new interpreter.
 
 Each step is what dspy.RLM does with one iteration's ``code`` field: ``_strip_code_fences``, then
 ``PythonInterpreter.execute(code, variables=inputs)`` with the case's env as the inputs (dspy.RLM
-injects its inputs again before *every* iteration, as Python literals), the result shown as dspy.RLM
+injects its inputs again before *every* iteration, as Python literals; a module in the env, such as
+the ``re`` 2fb46cc's loop puts there, is no input but a name of the loop: it is imported under that
+name once, before the first step), the result shown as dspy.RLM
 shows it (a list one item a line, anything else ``str()``, nothing for a falsy value; ``SUBMIT``'s
 value as ``FINAL: ...``), an exception as the error dspy reports (type from the sandbox, message as
 dspy.RLM formats it for the model). dspy has no step timeout: a step still running after the case's
@@ -28,6 +30,7 @@ import os
 import platform
 import sys
 import threading
+import types
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -48,20 +51,42 @@ from .case_isolation import Emit, Event
 from .driver import Driver, serve
 from .peer_backends import DspyBackend
 
-__all__ = ["DspyCaseBackend", "DspyDriver", "Pyodide", "StepHang", "main"]
+__all__ = [
+    "OBSERVE",
+    "OWN_MODULES",
+    "START_OBSERVER",
+    "DspyCaseBackend",
+    "DspyDriver",
+    "Pyodide",
+    "StepHang",
+    "install_code",
+    "main",
+]
 
 _HERE = Path(__file__).resolve().parent
 _VALUES, _OBSERVER = "_rlm_compat_values", "_rlm_compat_dspy_observer"
-_INSTALL = (
-    "(lambda sys, types, sources: [sys.modules.__setitem__(name, module) or exec(source, module.__dict__) "
-    "for name, source in sources for module in [types.ModuleType(name)]] and None)"
-    "(__import__('sys'), __import__('types'), {sources!r})"
+OWN_MODULES = (_VALUES, _OBSERVER)
+"""The modules sent into Pyodide (``values.py`` and ``dspy_observer.py``), by their name there."""
+OBSERVE = f"__import__('sys').modules[{_OBSERVER!r}]"
+"""An expression for the observer module inside Pyodide (it binds no name)."""
+START_OBSERVER = (
+    f"{OBSERVE}.__dict__.__setitem__('OBSERVER', {OBSERVE}.Observer(globals(), "
+    f"__import__('sys').modules[{_VALUES!r}].encode, {OWN_MODULES!r}))"
 )
-_OBSERVE = f"__import__('sys').modules[{_OBSERVER!r}]"
-_START = (
-    f"{_OBSERVE}.__dict__.__setitem__('OBSERVER', {_OBSERVE}.Observer(globals(), "
-    f"__import__('sys').modules[{_VALUES!r}].encode, ({_VALUES!r}, {_OBSERVER!r})))"
-)
+"""One expression: the observer of the namespace as it is now (the state every case starts from)."""
+
+
+def install_code() -> str:
+    """One expression registering :data:`OWN_MODULES` from their sources (it binds no name)."""
+    sources = [(_VALUES, _source("values.py")), (_OBSERVER, _source("dspy_observer.py"))]
+    return (
+        "(lambda sys, types, sources: [sys.modules.__setitem__(name, module) "
+        "or exec(source, module.__dict__) for name, source in sources "
+        "for module in [types.ModuleType(name)]] and None)"
+        f"(__import__('sys'), __import__('types'), {sources!r})"
+    )
+
+
 _PDEATHSIG = "import ctypes, os, sys; ctypes.CDLL(None).prctl(1, 9); os.execv(sys.argv[1], sys.argv[1:])"
 """Deno dies with this driver (PR_SET_PDEATHSIG = SIGKILL), so a killed driver leaves no spinning
 Pyodide behind."""
@@ -103,13 +128,13 @@ class Pyodide:
         interpreter.start()
         self.interpreter = interpreter
         self.starts += 1
-        sources = [(_VALUES, _source("values.py")), (_OBSERVER, _source("dspy_observer.py"))]
-        interpreter.execute(_INSTALL.format(sources=sources))
-        interpreter.execute(_START)
+        interpreter.execute(install_code())
+        interpreter.execute(START_OBSERVER)
         return interpreter
 
     def restart(self, why: str) -> None:
         self.restarts[why] = self.restarts.get(why, 0) + 1
+        print(f"dspy-cases: new interpreter: {why} (so far {self.restarts})", file=sys.stderr, flush=True)
         self.stop()
 
     def stop(self) -> None:
@@ -127,9 +152,9 @@ class Pyodide:
         if self.interpreter is not None and not self.alive():
             self.restart("the interpreter died")
         if self.interpreter is not None:
-            leaks = json.loads(self.interpreter.execute(f"{_OBSERVE}.OBSERVER.reset(globals())"))
+            leaks = json.loads(self.interpreter.execute(f"{OBSERVE}.OBSERVER.reset(globals())"))
             if leaks:
-                print(f"dspy-cases: restart, the case left {leaks}", file=sys.stderr, flush=True)
+                print(f"dspy-cases: the case changed {leaks}", file=sys.stderr, flush=True)
                 self.restart("state the reset cannot undo")
         self.ensure()
 
@@ -164,7 +189,7 @@ class Pyodide:
         return self.ensure().execute(expression)
 
     def env(self) -> dict[str, Any]:
-        decoded: dict[str, Any] = json.loads(self.query(f"{_OBSERVE}.OBSERVER.env(globals())"))
+        decoded: dict[str, Any] = json.loads(self.query(f"{OBSERVE}.OBSERVER.env(globals())"))
         return decoded
 
 
@@ -219,9 +244,14 @@ class DspyCaseBackend(DspyBackend):
 
     def repl(self, case: dict[str, Any], emit: Emit) -> None:
         self.pyodide.fresh()
-        inputs = values.decode(case.get("env", {}))
+        env = values.decode(case.get("env", {}))
         timeout = float(case.get("options", {}).get("timeout", 5))
         limit = max(self.step_limit, timeout + 1.0)
+        modules = {k: v.__name__ for k, v in env.items() if isinstance(v, types.ModuleType)}
+        if modules:  # the loop's own names (2fb46cc's ``re``), not data: imported once, as a user would
+            imports = "\n".join(f"import {module} as {name}" for name, module in modules.items())
+            self.pyodide.execute(imports, {}, limit)
+        inputs = {k: v for k, v in env.items() if k not in modules}
         for text in case["steps"]:
             try:
                 step = self._step(text, inputs, limit)
