@@ -54,6 +54,7 @@ from .peer_backends import DspyBackend
 __all__ = [
     "OBSERVE",
     "OWN_MODULES",
+    "QUERY_LIMIT",
     "START_OBSERVER",
     "DspyCaseBackend",
     "DspyDriver",
@@ -87,6 +88,8 @@ def install_code() -> str:
     )
 
 
+QUERY_LIMIT = 60.0
+"""Seconds an observer call or probe may take (an env of 200 items of 4,000 characters is < 1 s)."""
 _PDEATHSIG = "import ctypes, os, sys; ctypes.CDLL(None).prctl(1, 9); os.execv(sys.argv[1], sys.argv[1:])"
 """Deno dies with this driver (PR_SET_PDEATHSIG = SIGKILL), so a killed driver leaves no spinning
 Pyodide behind."""
@@ -152,7 +155,10 @@ class Pyodide:
         if self.interpreter is not None and not self.alive():
             self.restart("the interpreter died")
         if self.interpreter is not None:
-            leaks = json.loads(self.interpreter.execute(f"{OBSERVE}.OBSERVER.reset(globals())"))
+            try:
+                leaks = json.loads(self.query(f"{OBSERVE}.OBSERVER.reset(globals())"))
+            except StepHang:  # something the case left running (a scheduled task) holds it
+                leaks = ["the interpreter did not answer the reset"]
             if leaks:
                 print(f"dspy-cases: the case changed {leaks}", file=sys.stderr, flush=True)
                 self.restart("state the reset cannot undo")
@@ -179,14 +185,15 @@ class Pyodide:
         finally:
             watchdog.cancel()
         if self._expired:  # killed (or finished as the watchdog fired: that result is kept)
-            self.restart("a step past its limit")
+            self.restart(f"no answer within {limit:g} s")
             if result is None:
                 raise StepHang
         return result
 
     def query(self, expression: str) -> Any:
-        """The value of one expression that binds no name (observer calls, version probes)."""
-        return self.ensure().execute(expression)
+        """The value of one expression that binds no name (observer calls, version probes);
+        StepHang if it does not come within :data:`QUERY_LIMIT` seconds."""
+        return self.execute(expression, {}, QUERY_LIMIT)
 
     def env(self) -> dict[str, Any]:
         decoded: dict[str, Any] = json.loads(self.query(f"{OBSERVE}.OBSERVER.env(globals())"))
