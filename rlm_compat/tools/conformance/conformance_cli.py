@@ -115,6 +115,21 @@ def _add_implementation_options(p: argparse.ArgumentParser, known: str) -> None:
         "my-rlm='python my_adapter.py'",
     )
     p.add_argument(
+        "--setup",
+        action="store_true",
+        help="create throwaway venvs for the PyPI peers named without an interpreter "
+        "(recursive-llm-0.5.0, rlms-0.1.1, dspy-rlm: pip from PyPI; dspy-rlm's Deno and Pyodide "
+        "from npm), reused from --setup-dir",
+    )
+    p.add_argument(
+        "--setup-dir",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help="keep --setup's venvs here and reuse them next time (default: a temporary directory); "
+        "the layout of rlm-compat compare --setup",
+    )
+    p.add_argument(
         "--upstream",
         type=Path,
         default=None,
@@ -233,6 +248,8 @@ def _conformance(args: argparse.Namespace) -> int:
 
     checkout = args.upstream or (Path(os.environ[UPSTREAM_ENV]) if os.environ.get(UPSTREAM_ENV) else None)
     entries = [parse_impl(spec) for spec in args.impl or ["rlm_compat-upstream", "rlm_compat-fixed"]]
+    if args.setup:
+        entries = _setup(entries, args.setup_dir)
     adapters = [
         entry.adapter(
             target,
@@ -269,6 +286,21 @@ def _conformance(args: argparse.Namespace) -> int:
     if args.suggest_deviations is not None:
         _suggest(report, fixtures, args.suggest_deviations)
     return 1 if report.failed else 0
+
+
+def _setup(entries: list[Any], directory: Path | None) -> list[Any]:
+    """--setup: the peers' venvs under ``directory`` (a temporary one, removed at exit, if None)."""
+    import atexit
+    import shutil
+    import tempfile
+
+    from .peer_setup import setup_peers
+
+    if directory is None:
+        directory = Path(tempfile.mkdtemp(prefix="rlm-conformance-setup-"))
+        atexit.register(shutil.rmtree, directory, ignore_errors=True)
+    directory.mkdir(parents=True, exist_ok=True)
+    return setup_peers(entries, directory, lambda m: print(f"setup: {m}", file=sys.stderr, flush=True))
 
 
 def _suggest(report: Any, fixtures: Any, directory: Path) -> None:

@@ -10,6 +10,7 @@ own handshake then says which kinds it runs and how it wants to be compared.
 
 from __future__ import annotations
 
+import os
 import shlex
 import sys
 from collections.abc import Mapping
@@ -21,8 +22,29 @@ from ..tool_errors import ToolUsageError
 from .adapters import Adapter, ProfileAdapter
 from .protocol import KINDS, DriverProcess, PipeConnection, Session
 
-__all__ = ["ALIASES", "REGISTRY", "Implementation", "make_adapter", "parse_impl"]
+__all__ = [
+    "ALIASES",
+    "DSPY_RUNTIME_ENV",
+    "REGISTRY",
+    "Implementation",
+    "find_dspy_runtime",
+    "make_adapter",
+    "parse_impl",
+]
 
+DSPY_RUNTIME_ENV = "RLM_COMPAT_DSPY_RUNTIME"
+"""Where dspy-rlm's offline Deno + Pyodide runtime is, if not beside its venv."""
+
+_DSPY_PARSER_SKIP = (
+    "n/a: dspy.RLM parses no response text; the model fills typed fields (reasoning, code) and "
+    "ends by calling SUBMIT(...) in its code, so FINAL(...) / FINAL_VAR(...) parser cases have "
+    "no counterpart (and no fixtures record SUBMIT)"
+)
+_DSPY_LOOP_SKIP = (
+    "n/a: its loop has another prompt (adapter fields), message layout and SUBMIT ending: "
+    "comparing model calls message by message says nothing; its whole loop runs in "
+    "`rlm-compat compare --impl dspy-rlm`"
+)
 _LOOP_SKIP = (
     "its loop has another prompt, message layout and ending protocol: comparing model calls "
     "message by message says nothing (see docs/parser.md for the ending rules)"
@@ -63,6 +85,10 @@ class Implementation:
     oracle: str = "upstream"
     any_python: bool = False
     runs_escapes: bool = False
+    script: str = ""
+    requirements: tuple[str, ...] = ()
+    runtime: bool = False
+    runtime_dir: str = ""
 
     @classmethod
     def external(cls, name: str, command: str) -> Implementation:
@@ -108,7 +134,12 @@ class Implementation:
         if target is None and self.any_python:
             target = sys.executable
         if target is None:
-            raise ToolUsageError(f"{self.name} runs in its own venv: give it as {self.name}=/path/to/python")
+            raise ToolUsageError(
+                f"{self.name} runs in its own venv: give it as {self.name}=/path/to/python"
+                + (", or --setup to create one" if self.requirements else "")
+            )
+        if self.script:
+            return self._script_session(target, step_limit, case_limit)
         paths: list[str] = []
         label = ""
         if self.start == "checkout":
@@ -120,6 +151,38 @@ class Implementation:
         return DriverProcess(
             target, self.backend, paths=paths, label=label, step_limit=step_limit, case_limit=case_limit
         )
+
+    def _script_session(self, target: str, step_limit: float, case_limit: float) -> Session:
+        """``python SCRIPT [--path RUNTIME]``: a driver of its own (dspy's long-lived interpreter)."""
+        interpreter = os.path.abspath(target) if os.sep in target else target
+        command = [interpreter, str(Path(__file__).with_name(self.script)), "--label", self.name]
+        if self.runtime:
+            command += [
+                "--path",
+                str(Path(self.runtime_dir) if self.runtime_dir else find_dspy_runtime(target)),
+            ]
+        return Session(
+            PipeConnection(command),
+            name=self.name,
+            step_limit=step_limit,
+            case_limit=case_limit,
+            startup_limit=300.0,
+        )
+
+
+def find_dspy_runtime(python: str) -> Path:
+    """dspy's offline Deno + Pyodide directory for the venv of ``python``: $RLM_COMPAT_DSPY_RUNTIME,
+    else ``dspy-runtime`` beside the venv (where ``--setup`` puts it) or inside it."""
+    venv = Path(os.path.abspath(python)).parent.parent
+    candidates = [Path(os.environ[DSPY_RUNTIME_ENV])] if os.environ.get(DSPY_RUNTIME_ENV) else []
+    candidates += [venv.parent / "dspy-runtime", venv / "dspy-runtime"]
+    for candidate in candidates:
+        if (candidate / "deno").is_file() and (candidate / "import_map.json").is_file():
+            return candidate.resolve()
+    raise ToolUsageError(
+        f"dspy-rlm needs its offline Deno + Pyodide runtime; none at {', '.join(map(str, candidates))}: "
+        f"run with --setup (npm fetches Deno and Pyodide), or set {DSPY_RUNTIME_ENV}"
+    )
 
 
 def _pypi_peer(name: str, what: str, backend: str, venv: str, requirement: str) -> Implementation:
@@ -133,6 +196,7 @@ def _pypi_peer(name: str, what: str, backend: str, venv: str, requirement: str) 
         skip_reasons={"loop": _LOOP_SKIP},
         mode="semantic",
         setup=(f"python3.11 -m venv ../venvs/{venv} && ../venvs/{venv}/bin/pip install {requirement}",),
+        requirements=(requirement,),
     )
 
 
@@ -195,16 +259,19 @@ REGISTRY: dict[str, Implementation] = {
         ),
         Implementation(
             "dspy-rlm",
-            "dspy.RLM (dspy 3.4), its interpreter a Deno + Pyodide sandbox",
+            "dspy.RLM (dspy 3.4.1), REPL cases in its Deno + Pyodide interpreter (one per worker, "
+            "its namespace reset between cases)",
             "python",
-            kinds=frozenset(),
-            unavailable=(
-                "no case entry point: dspy.RLM's interpreter does run offline (Deno from npm, Pyodide "
-                "in a Deno cache, runner.js's one deno.land import, std@0.186.0/io/mod.ts, sent to a "
-                "local readLines by an import map: rlm_compat.tools.research.dspy_runtime), and its whole "
-                "loop runs in `rlm-compat compare --impl dspy-rlm`; but its REPL cases would each need "
-                "a fresh Deno + Pyodide start (5-15 s, thousands of cases), and its SUBMIT(...) ending "
-                "and typed signatures have no parser or loop fixtures of their own"
+            script="dspy_cases.py",
+            kinds=frozenset({"repl"}),
+            skip_reasons={"parser": _DSPY_PARSER_SKIP, "loop": _DSPY_LOOP_SKIP},
+            mode="semantic",
+            oracle="cpython",
+            requirements=("dspy==3.4.1",),
+            runtime=True,
+            setup=(
+                "# dspy-rlm: --setup --setup-dir ../venvs makes ../venvs/venv-dspy-rlm (pip install "
+                "dspy==3.4.1) and ../venvs/dspy-runtime (Deno and Pyodide from npm)",
             ),
         ),
     )

@@ -344,7 +344,9 @@ def _cpython_oracle(report: RunReport) -> list[str]:
         "output pattern). A difference no restriction covers, another outcome than the registered "
         "one (both ✗), a restricted case that now behaves as CPython (!) and a pattern matching no "
         "recorded case fail the run. `cpython-reference` itself, when run, must reproduce its own "
-        "recording. docs/deviations.md lists the same restrictions for reading.",
+        "recording. A peer judged against it (`dspy-rlm`: plain Python in Pyodide) is compared "
+        "semantically and only reported (its differences count as unexplained here, never gating). "
+        "docs/deviations.md lists the same restrictions for reading.",
         "",
     ]
     if not gated:

@@ -31,7 +31,8 @@ def _first_difference(expected: Any, got: Any, path: str) -> str | None:
     if expected == got and type(expected) is type(got):
         return None
     if isinstance(expected, dict) and isinstance(got, dict):
-        for key in sorted(expected.keys() | got.keys()):
+        # a step's outcome kind first: "expected error, got hang" says more than the env it lacks
+        for key in sorted(expected.keys() | got.keys(), key=lambda k: (k != "kind", k)):
             if key not in got:
                 return f"{path}.{key}: missing (expected {_show(expected[key])})"
             if key not in expected:

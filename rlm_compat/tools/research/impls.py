@@ -37,6 +37,7 @@ from typing import Any
 
 from ...errors import ConfigurationError
 from ..conformance.driver import TASK_PROTOCOL_VERSION
+from ..conformance.implementations import find_dspy_runtime
 from ..conformance.protocol import DRIVER_PATH, driver_environment
 from ..tool_errors import ToolUsageError
 from .dspy_runtime import prepare_dspy_runtime
@@ -178,6 +179,11 @@ def parse_grid_impl(spec: str, *, checkout: Path | None = None) -> GridImplement
         raise ToolUsageError(f"{name} cannot run here: {entry.unavailable}")
     if value:
         entry = dataclasses.replace(entry, python=value)
+    if entry.needs_runtime and value:  # the runtime beside its venv, as `rlm-compat conformance` finds it
+        try:
+            entry = dataclasses.replace(entry, paths=(str(find_dspy_runtime(value)),))
+        except ToolUsageError:
+            pass  # --setup or --impl-path gives it; argv() says so otherwise
     if entry.needs_checkout and checkout is not None:
         entry = dataclasses.replace(entry, paths=(str(checkout / "src"),))
     return entry
