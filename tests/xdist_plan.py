@@ -33,6 +33,7 @@ SLOW_FIRST = (
     "tests/sandbox/isolate/test_soak.py",
     "tests/sandbox/test_sandbox_escapes.py",
     "tests/sandbox/isolate/test_isolation_default.py",
+    "tests/tools/conformance/test_conformance_dspy.py",
 )
 
 _SHARED_SCOPES = frozenset({"module", "package", "session"})
