@@ -28,7 +28,12 @@ TOOLS = PACKAGE / "tools"
 ENTRY_POINT = PACKAGE / "__main__.py"
 
 #: Run as scripts under other implementations' interpreters (no rlm_compat there): not imported.
-STANDALONE = {"rlm_compat.tools.conformance.driver", "rlm_compat.tools.conformance.reference"}
+STANDALONE = {
+    "rlm_compat.tools.conformance.driver",
+    "rlm_compat.tools.conformance.reference",
+    "rlm_compat.tools.conformance.dspy_cases",  # under dspy's venv, beside driver.py
+    "rlm_compat.tools.conformance.dspy_observer",  # sent into Pyodide as source
+}
 
 
 def _modules() -> list[Path]:
