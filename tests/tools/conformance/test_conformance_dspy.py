@@ -11,15 +11,13 @@ from __future__ import annotations
 import builtins
 import dataclasses
 import json
-import os
-import subprocess
 import sys
-import sysconfig
 import types
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import dspy_venv
 import pytest
 
 from rlm_compat.tools import ToolUsageError
@@ -83,11 +81,12 @@ def test_reset_restores_the_start_namespace_and_names_what_it_cannot(module: typ
     imported = types.ModuleType("rlm_test_imported_by_case")
     imported.__file__ = "/somewhere/rlm_test_imported_by_case.py"
     sys.modules[imported.__name__] = imported
-    assert json.loads(observer.reset(namespace)) == []
+    # this test process's other modules may change meanwhile (hypothesis's timers...): only ours count
+    assert _ours(observer.reset(namespace)) == []
     assert namespace == start and namespace["__annotations__"] == {}
     assert imported.__name__ not in sys.modules  # a later import runs it afresh
     module.value = 2  # type: ignore[attr-defined]
-    assert json.loads(observer.reset(namespace)) == [f"{module.__name__}.value"]
+    assert _ours(observer.reset(namespace)) == [f"{module.__name__}.value"]
     module.value = 1  # type: ignore[attr-defined]
     limit = sys.getrecursionlimit()
     sys.setrecursionlimit(limit + 1)
@@ -96,6 +95,10 @@ def test_reset_restores_the_start_namespace_and_names_what_it_cannot(module: typ
     finally:
         sys.setrecursionlimit(limit)
     assert observer.leaks() == []
+
+
+def _ours(reset: str) -> list[str]:
+    return [entry for entry in json.loads(reset) if entry.startswith("rlm_test")]
 
 
 def test_the_install_code_binds_no_name() -> None:
@@ -196,11 +199,8 @@ def test_a_semantic_peer_is_judged_against_the_cpython_recordings(tmp_path: Path
     assert [n.split(":")[0] for n in run.notes] == ["parser cases not run", "loop cases not run"]
 
 
-# --- the real dspy.RLM (default Python in CI) ----------------------------------------------------
+# --- the real dspy.RLM (default Python in CI; tests/dspy_venv.py) ---------------------------------
 
-DSPY = os.environ.get("RLM_COMPAT_DSPY_TESTS") == "1"
-_DEPENDENCIES = ("orjson", "diskcache", "json-repair", "tenacity", "cachetools", "cloudpickle", "gepa==0.1.4")
-"""dspy 3.4.1's requirements beyond what the test extras already install."""
 _CASES = (
     "repl.persist.*",
     "repl.assign.augmented_name_*",
@@ -210,47 +210,19 @@ _CASES = (
 )
 
 
-def _need(condition: bool, why: str) -> None:
-    if not condition:
-        if os.environ.get("RLM_COMPAT_CI") == "1":
-            pytest.fail(f"RLM_COMPAT_DSPY_TESTS=1 under CI, but {why}")
-        pytest.skip(why)
-
-
-def _dspy_python(tmp_path: Path) -> str:
-    """A venv seeing this environment's packages plus dspy 3.4.1 (pip --target, no resolver run)."""
-    target = tmp_path / "dspy-packages"
-    pip = [sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target", str(target)]
-    done = subprocess.run([*pip, "dspy==3.4.1", *_DEPENDENCIES], capture_output=True, text=True, check=False)
-    _need(done.returncode == 0, f"pip could not fetch dspy 3.4.1: {done.stderr.strip()[-400:]}")
-    venv = tmp_path / "venv-dspy-rlm"
-    made = subprocess.run(
-        [sys.executable, "-m", "venv", "--without-pip", str(venv)],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    _need(made.returncode == 0, f"python -m venv failed: {made.stderr}")
-    version = f"python{sys.version_info[0]}.{sys.version_info[1]}"
-    (venv / "lib" / version / "site-packages" / "rlm_test.pth").write_text(
-        f"{target}\n{sysconfig.get_paths()['purelib']}\n{sysconfig.get_paths()['platlib']}\n"
-    )
-    return str(venv / "bin" / "python")
-
-
 @pytest.mark.once_per_ci  # dspy and Pyodide do not vary with the host Python
-@pytest.mark.skipif(not DSPY, reason="set RLM_COMPAT_DSPY_TESTS=1 (CI does, on the default Python)")
+@pytest.mark.skipif(not dspy_venv.ENABLED, reason=dspy_venv.SKIP_REASON)
 def test_dspy_rlm_runs_repl_cases_in_pyodide(tmp_path: Path) -> None:
     """One interpreter for every case (a hang last: it kills it), judged as a run judges them."""
     from fnmatch import fnmatchcase
 
     from rlm_compat.tools.research.dspy_runtime import prepare_dspy_runtime
 
-    python = _dspy_python(tmp_path)
+    python = dspy_venv.dspy_python(tmp_path)
     try:
         runtime = prepare_dspy_runtime(tmp_path / "dspy-runtime", python)
     except ToolUsageError as exc:
-        _need(False, str(exc))
+        dspy_venv.need(False, str(exc))
     entry = dataclasses.replace(REGISTRY["dspy-rlm"], workers=1, runtime_dir=str(runtime))
     adapter = entry.adapter(python, step_limit=1.0)
     info = adapter.start()

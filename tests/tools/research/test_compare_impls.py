@@ -19,6 +19,7 @@ import textwrap
 from pathlib import Path
 from typing import Any
 
+import dspy_venv
 import jsonschema
 import pytest
 
@@ -348,16 +349,14 @@ def test_the_policy_writes_each_implementations_dialect() -> None:
     assert "FINAL" not in reply
 
 
-DSPY_PYTHON = os.environ.get("RLM_COMPAT_DSPY_PYTHON")
-
-
-@pytest.mark.skipif(not DSPY_PYTHON, reason="set RLM_COMPAT_DSPY_PYTHON to a venv's python with dspy==3.4.1")
+@pytest.mark.once_per_ci  # dspy and Pyodide do not vary with the host Python
+@pytest.mark.skipif(not dspy_venv.ENABLED, reason=dspy_venv.SKIP_REASON)
 def test_dspy_rlm_runs_offline_in_the_grid(tmp_path: Path) -> None:
-    """dspy.RLM through its own loop, its Deno + Pyodide interpreter from npm copies (not run by
-    CI: installing dspy and Pyodide takes minutes; docs/research/compare.md says how to run it)."""
-    _need(Path(str(DSPY_PYTHON)).is_file(), f"RLM_COMPAT_DSPY_PYTHON={DSPY_PYTHON} is not a file")
+    """dspy.RLM through its own loop, its Deno + Pyodide interpreter from npm copies that
+    ``--setup`` prepares beside the venv (docs/research/compare.md)."""
+    python = dspy_venv.dspy_python(tmp_path)
     out = tmp_path / "grid"
-    args = ["compare", "--suite", "test_compare_impls:oolong_smoke", "--impl", f"dspy-rlm={DSPY_PYTHON}"]
+    args = ["compare", "--suite", "test_compare_impls:oolong_smoke", "--impl", f"dspy-rlm={python}"]
     code = main(
         [*args, "--setup", "--setup-dir", str(tmp_path / "setup"), "--out", str(out), "--no-progress"]
     )
