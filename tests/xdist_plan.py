@@ -34,6 +34,7 @@ SLOW_FIRST = (
     "tests/sandbox/test_sandbox_escapes.py",
     "tests/sandbox/isolate/test_isolation_default.py",
     "tests/tools/conformance/test_conformance_dspy.py",
+    "tests/tools/research/test_compare_impls.py",
 )
 
 _SHARED_SCOPES = frozenset({"module", "package", "session"})
