@@ -110,6 +110,31 @@ class Parameter:
     check: Check | None = None
     child: Callable[[Settings, Any], Mapping[str, Any]] | None = None
 
+    @property
+    def plain(self) -> bool:
+        """Whether the keyword takes plain data (a number, text or a flag; ``profile`` takes a name
+        as well as a Profile): what a config file, a command line or a server's model table sets."""
+        return bool(set(_union_members(self.annotation)) & _PLAIN_TYPES)
+
+
+_PLAIN_TYPES = frozenset({"int", "float", "str", "bool"})
+
+
+def _union_members(annotation: str) -> list[str]:
+    """The top-level members of ``A | B[C | D] | None``: ``["A", "B[C | D]", "None"]``."""
+    members, depth, current = [], 0, ""
+    for char in annotation:
+        if char in "[(":
+            depth += 1
+        elif char in "])":
+            depth -= 1
+        if char == "|" and depth == 0:
+            members.append(current.strip())
+            current = ""
+        else:
+            current += char
+    return [*members, current.strip()]
+
 
 RECORD_VALUE: Any = object()
 """A row's ``record`` when the run record keeps the field's value as it is."""

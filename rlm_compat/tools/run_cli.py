@@ -26,7 +26,7 @@ from ..errors import (
     MaxDepthError,
     MaxIterationsError,
 )
-from ..settings import PARAMETERS, REQUIRED
+from .rlm_flags import add_rlm_flags, given_keywords
 from .tool_errors import ToolUsageError
 
 __all__ = ["ExitCode", "exit_code_for", "register"]
@@ -83,53 +83,9 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         "repeatable. Several files become one string, each after a '==> path <==' header",
     )
     source.add_argument("--context", help="the context text itself")
-    groups = _add_rlm_options(p)
+    groups = add_rlm_flags(p)
     _add_output_options(groups["output"])
     p.set_defaults(handler=run_command)
-
-
-_GROUPS = {
-    "model": "model",
-    "loop": "loop and REPL",
-    "budget": "budget of the whole run tree (exit code 3 when spent)",
-    "output": "output",
-}
-
-
-def _add_rlm_options(p: argparse.ArgumentParser) -> dict[str, argparse._ArgumentGroup]:
-    """One flag per RLM keyword that declares one (:class:`rlm_compat.settings.Flag`), never by hand.
-
-    Each takes the keyword's own default (None here: the RLM decides), its doc as help.
-    """
-    groups = {key: p.add_argument_group(title) for key, title in _GROUPS.items()}
-    for name, row in PARAMETERS.items():
-        flag = row.flag
-        if flag is None:
-            continue
-        option = flag.option_string(name)
-        if flag.is_switch:
-            groups[flag.group].add_argument(
-                option, dest=name, action="store_const", const=flag.const, default=None, help=row.doc
-            )
-            continue
-        shown = "" if row.default in (None, REQUIRED) else f" (default {row.default})"
-        groups[flag.group].add_argument(
-            option,
-            dest=name,
-            type=_flag_type(row.annotation),
-            choices=flag.choices,
-            required=flag.required,
-            default=None,
-            metavar=None if flag.choices else name.upper(),
-            help=row.doc + shown,
-        )
-    return groups
-
-
-def _flag_type(annotation: str) -> type:
-    """int, float or str, from the keyword's annotation."""
-    first = annotation.split("|")[0].strip()
-    return {"int": int, "float": float}.get(first, str)
 
 
 def _add_output_options(output: argparse._ArgumentGroup) -> None:
@@ -214,8 +170,7 @@ def _model_call_raised(exc: BaseException, rlm: Any) -> bool:
 def _build_rlm(args: argparse.Namespace) -> Any:
     from ..core import RLM
 
-    given = {name: getattr(args, name) for name, row in PARAMETERS.items() if row.flag is not None}
-    return RLM(**{name: value for name, value in given.items() if value is not None})
+    return RLM(**given_keywords(args))
 
 
 @contextlib.contextmanager

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from ._models import SCHEME, ModelRegistry, ModelSpec
+from ._models import RLM_KEYS, SCHEME, SERVER_OWNED, ModelRegistry, ModelSpec
 from ._protocol import ApiError, ServeLimits
 
 if TYPE_CHECKING:
@@ -16,7 +16,17 @@ if TYPE_CHECKING:
 
     from ._config import ServerConfig
 
-__all__ = ["SCHEME", "ApiError", "ModelRegistry", "ModelSpec", "ServeLimits", "ServerConfig", "create_app"]
+__all__ = [
+    "RLM_KEYS",
+    "SCHEME",
+    "SERVER_OWNED",
+    "ApiError",
+    "ModelRegistry",
+    "ModelSpec",
+    "ServeLimits",
+    "ServerConfig",
+    "create_app",
+]
 
 
 def create_app(config: ServerConfig) -> web.Application:

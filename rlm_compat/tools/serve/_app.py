@@ -289,18 +289,10 @@ class _Server:
                 await self._litellm_loaded()
             rlm = RLM(
                 spec.model,
-                recursive_model=spec.recursive_model,
-                api_base=spec.api_base,
                 api_key=spec.api_key(),
-                max_depth=spec.max_depth,
-                max_iterations=spec.max_iterations,
-                profile=spec.profile,
-                isolation=spec.isolation,
-                repl_timeout=spec.repl_timeout,
-                max_retries=spec.max_retries,
-                max_concurrent_subcalls=spec.max_concurrent_subcalls,
                 on_event=progress,
                 client=client,
+                **spec.rlm,
                 **options,
             )
             result = await rlm.atry_complete_result(chat.query, context)

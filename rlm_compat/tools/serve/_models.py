@@ -12,11 +12,14 @@ import fnmatch
 import os
 import sys
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any
 
-from ...config import ISOLATIONS
+from ...compat import resolve_api
+from ...errors import ConfigurationError
+from ...settings import PARAMETERS, build_settings
 from ..tool_errors import ToolUsageError
 
 if sys.version_info >= (3, 11):
@@ -24,7 +27,7 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover - 3.10
     import tomli as tomllib  # type: ignore[import-not-found,unused-ignore]
 
-__all__ = ["CLIENTS", "SCHEME", "ModelRegistry", "ModelSpec"]
+__all__ = ["CLIENTS", "RLM_KEYS", "SCHEME", "SERVER_OWNED", "ModelRegistry", "ModelSpec"]
 
 CLIENTS = ("litellm", "openai-compatible")
 """How a model's calls are made: litellm (any provider it supports), or the lean path for
@@ -34,28 +37,53 @@ SCHEME = "rlm:"
 """Prefix of the naming scheme: ``rlm:openai/gpt-4o-mini`` is an RLM over ``openai/gpt-4o-mini``."""
 
 
+SERVER_OWNED = frozenset(
+    {
+        "model",
+        "api_key",
+        "_current_depth",
+        "trajectory_path",
+        "capture_trajectory_content",
+        "max_total_calls",
+        "max_total_tokens",
+        "max_total_cost_usd",
+        "max_elapsed_seconds",
+    }
+)
+"""RLM keywords a model table cannot set: the server sets them (the root model, the key from
+``api_key_env``, trajectories under ``--trajectory-dir``, the per-run limits a request may lower)."""
+
+RLM_KEYS = frozenset(name for name, row in PARAMETERS.items() if row.plain) - SERVER_OWNED
+"""The RLM keywords a served model sets (every keyword of the options table taking plain data,
+:data:`SERVER_OWNED` aside): a keyword added to the table is servable without an edit here."""
+
+_DEFAULTS: Mapping[str, Any] = {"profile": "fixed"}
+"""A served model's defaults where the server's differ from the RLM's (no ``$RLM_COMPAT_PROFILE``)."""
+
+
 @dataclass(frozen=True)
 class ModelSpec:
     """One servable RLM: its root model and the settings every run of it gets.
 
-    ``api_key_env`` names the environment variable holding the provider key (read per request,
-    never echoed); None leaves the key to litellm's usual variables.
+    ``rlm``: the RLM keywords of every run (any of :data:`RLM_KEYS`), checked as the RLM checks
+    them when the spec is made. ``api_key_env`` names the environment variable holding the
+    provider key (read per request, never echoed); None leaves the key to litellm's usual
+    variables. ``request_timeout``: seconds per provider request; ``client``: one of
+    :data:`CLIENTS`.
     """
 
     name: str
     model: str
-    recursive_model: str | None = None
-    api_base: str | None = None
     api_key_env: str | None = None
-    profile: str = "fixed"
-    max_depth: int | None = None
-    max_iterations: int = 30
-    isolation: str | None = None
-    repl_timeout: float = 5.0
-    max_retries: int | None = None
-    max_concurrent_subcalls: int | None = None
     request_timeout: float | None = None
     client: str = "litellm"
+    rlm: Mapping[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, name: str, model: str, **settings: Any) -> ModelSpec:
+        """A spec from flat settings, as a ``[models.NAME]`` table has them (RLM keywords mixed in)."""
+        own = {key: settings.pop(key) for key in list(settings) if key in _OWN_KEYS}
+        return cls(name=name, model=model, **own, rlm=settings)
 
     def __post_init__(self) -> None:
         if self.client not in CLIENTS:
@@ -66,15 +94,19 @@ class ModelSpec:
             value = getattr(self, name)
             if not isinstance(value, str) or not value:
                 raise ToolUsageError(f"model {self.name!r}: {name} must be a non-empty string")
-        if self.isolation is not None and self.isolation not in ISOLATIONS:
+        unknown = sorted(set(self.rlm) - RLM_KEYS)
+        if unknown:
             raise ToolUsageError(
-                f"model {self.name!r}: isolation must be one of {', '.join(ISOLATIONS)}, "
-                f"not {self.isolation!r}"
+                f"model {self.name!r}: unknown key(s) {unknown}; known: {sorted(_OWN_KEYS | RLM_KEYS)}"
             )
-        for name, least in (("max_iterations", 1), ("max_depth", 0), ("max_retries", 0)):
-            value = getattr(self, name)
-            if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < least):
-                raise ToolUsageError(f"model {self.name!r}: {name} must be an integer >= {least}")
+        object.__setattr__(self, "rlm", MappingProxyType({**_DEFAULTS, **self.rlm}))
+        try:
+            build_settings(api=resolve_api(None), llm_kwargs={}, keywords={"model": self.model, **self.rlm})
+        except ConfigurationError as exc:
+            raise ToolUsageError(f"model {self.name!r}: {exc}") from None
+
+    def __hash__(self) -> int:
+        return hash((self.name, self.model, tuple(sorted(self.rlm.items()))))
 
     def api_key(self) -> str | None:
         """The provider key from ``api_key_env`` (an unset variable is a configuration error)."""
@@ -96,16 +128,16 @@ class ModelSpec:
             "owned_by": "rlm-compat",
             "rlm": {
                 "root_model": self.model,
-                "recursive_model": self.recursive_model or self.model,
-                "profile": self.profile,
-                "max_depth": self.max_depth,
-                "max_iterations": self.max_iterations,
+                "recursive_model": self.rlm.get("recursive_model") or self.model,
+                "profile": self.rlm["profile"],
+                "max_depth": self.rlm.get("max_depth"),
+                "max_iterations": self.rlm.get("max_iterations", PARAMETERS["max_iterations"].default),
                 "client": self.client,
             },
         }
 
 
-_SPEC_KEYS = frozenset(f.name for f in fields(ModelSpec)) - {"name"}
+_OWN_KEYS = frozenset(f.name for f in fields(ModelSpec)) - {"name", "model", "rlm"}
 
 
 class ModelRegistry:
@@ -182,15 +214,17 @@ def specs_from_mapping(data: Mapping[str, Any], where: str) -> list[ModelSpec]:
     for name, table in models.items():
         if not isinstance(table, dict):
             raise ToolUsageError(f"{where}: models.{name} must be a table")
-        unknown = set(table) - _SPEC_KEYS
+        known = _OWN_KEYS | RLM_KEYS | {"model"}
+        unknown = set(table) - known
         if unknown:
             raise ToolUsageError(
-                f"{where}: models.{name} has unknown key(s) {sorted(unknown)}; known: {sorted(_SPEC_KEYS)}"
+                f"{where}: models.{name} has unknown key(s) {sorted(unknown)}; known: {sorted(known)}"
             )
         if "model" not in table:
             raise ToolUsageError(f"{where}: models.{name} needs model = '<litellm model>'")
+        settings = dict(table)
         try:
-            specs.append(ModelSpec(name=name, **table))
-        except TypeError as exc:
+            specs.append(ModelSpec.of(name, settings.pop("model"), **settings))
+        except ToolUsageError as exc:
             raise ToolUsageError(f"{where}: models.{name}: {exc}") from None
     return specs

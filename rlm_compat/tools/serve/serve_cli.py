@@ -10,10 +10,10 @@ import signal
 import sys
 from typing import Any
 
-from ...config import ISOLATIONS
 from ...errors import ConfigurationError
+from ..rlm_flags import add_rlm_flags, given_keywords
 from ..tool_errors import ToolUsageError
-from ._models import CLIENTS, ModelRegistry, ModelSpec
+from ._models import CLIENTS, SERVER_OWNED, ModelRegistry, ModelSpec
 from ._protocol import ServeLimits
 
 __all__ = ["register"]
@@ -54,16 +54,9 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         metavar="GLOB",
         help="also serve rlm:<any model matching GLOB>",
     )
-    models.add_argument("--recursive-model", help="model of sub-calls for rlm: models (default: the root's)")
-    models.add_argument("--api-base", help="provider base URL for rlm: models")
     models.add_argument(
         "--provider-key-env", metavar="VAR", help="environment variable with the provider key"
     )
-    models.add_argument("--profile", default="fixed", help="fixed (default) or upstream")
-    models.add_argument("--max-depth", type=int, default=None)
-    models.add_argument("--max-iterations", type=int, default=30)
-    models.add_argument("--isolation", choices=ISOLATIONS, default=None)
-    models.add_argument("--repl-timeout", type=float, default=5.0)
     models.add_argument(
         "--provider-timeout", type=float, default=None, help="seconds one provider request may take"
     )
@@ -74,7 +67,8 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         help="how rlm: models call the provider: litellm (default, any provider) or openai-compatible "
         "(the lean path for OpenAI-compatible endpoints: faster, no cost figures)",
     )
-    models.add_argument("--max-retries", type=int, default=None, help="retries of transient provider errors")
+    # the rlm: models' RLM settings: every model and loop flag of the options table (rlm_flags)
+    add_rlm_flags(p, groups=("model", "loop"), exclude=SERVER_OWNED)
     limits = p.add_argument_group("limits (a request may lower the per-run ones in its 'rlm' field)")
     defaults = ServeLimits()
     limits.add_argument("--max-concurrent", type=int, default=defaults.max_concurrent, help="runs at once")
@@ -105,17 +99,10 @@ def build_config(args: argparse.Namespace) -> Any:
     template = ModelSpec(
         name="rlm:template",
         model="template",
-        recursive_model=args.recursive_model,
-        api_base=args.api_base,
         api_key_env=args.provider_key_env,
-        profile=args.profile,
-        max_depth=args.max_depth,
-        max_iterations=args.max_iterations,
-        isolation=args.isolation,
-        repl_timeout=args.repl_timeout,
-        max_retries=args.max_retries,
         request_timeout=args.provider_timeout,
         client=args.client,
+        rlm=given_keywords(args, exclude=SERVER_OWNED),
     )
     kwargs: dict[str, Any] = {"template": template, "roots": args.model, "allow": args.allow_model}
     registry = ModelRegistry.from_toml(args.config, **kwargs) if args.config else ModelRegistry(**kwargs)

@@ -9,7 +9,7 @@ import pytest
 
 from rlm_compat.errors import BudgetExceededError, MaxIterationsError
 from rlm_compat.tools import ToolUsageError
-from rlm_compat.tools.serve import ApiError, ModelRegistry, ModelSpec, ServeLimits
+from rlm_compat.tools.serve import RLM_KEYS, SERVER_OWNED, ApiError, ModelRegistry, ModelSpec, ServeLimits
 from rlm_compat.tools.serve._protocol import error_for_failure, parse_request
 
 LIMITS = ServeLimits(max_calls=10, max_seconds=60.0, max_context_chars=100)
@@ -98,21 +98,21 @@ def test_outcomes_map_to_statuses() -> None:
 
 
 def test_model_names_config_files_and_their_errors(tmp_path: Path) -> None:
-    template = ModelSpec(name="t", model="t", api_base="http://127.0.0.1:1/v1")
+    template = ModelSpec.of("t", "t", api_base="http://127.0.0.1:1/v1")
     registry = ModelRegistry(template=template, roots=["openai/a"], allow=["openai/b-*"])
     assert registry.names() == ["rlm:openai/a"]
     spec = registry.resolve("rlm:openai/b-1")
-    assert spec is not None and (spec.name, spec.model, spec.api_base) == (
+    assert spec is not None and (spec.name, spec.model, spec.rlm["api_base"]) == (
         "rlm:openai/b-1",
         "openai/b-1",
-        template.api_base,
+        template.rlm["api_base"],
     )
     assert registry.resolve("rlm:openai/c") is None and registry.resolve("openai/a") is None
     config = tmp_path / "models.toml"
     config.write_text('[models.mini]\nmodel = "openai/x"\nmax_depth = 2\nclient = "openai-compatible"\n')
     named = ModelRegistry.from_toml(config)
-    assert named.names() == ["mini"] and named.resolve("mini") == ModelSpec(
-        name="mini", model="openai/x", max_depth=2, client="openai-compatible"
+    assert named.names() == ["mini"] and named.resolve("mini") == ModelSpec.of(
+        "mini", "openai/x", max_depth=2, client="openai-compatible"
     )
     for text, error in (
         ('[models.m]\nmodle = "x"\n', "unknown key"),
@@ -129,8 +129,41 @@ def test_model_names_config_files_and_their_errors(tmp_path: Path) -> None:
         ModelRegistry()
 
 
+def test_a_model_table_takes_every_plain_rlm_keyword_from_the_options_table(tmp_path: Path) -> None:
+    """Servable keywords come from the table: a keyword added there is settable here, unedited."""
+    from rlm_compat.settings import PARAMETERS
+
+    plain = {name for name, row in PARAMETERS.items() if row.plain}
+    assert plain - SERVER_OWNED == RLM_KEYS and {"recursive_repl_timeout", "max_output_chars"} <= RLM_KEYS
+    config = tmp_path / "models.toml"
+    config.write_text(
+        '[models.m]\nmodel = "openai/x"\nrecursive_repl_timeout = 0.5\nmax_output_chars = 500\n'
+        'prompt_version = "2fb46cc"\n'
+    )
+    spec = ModelRegistry.from_toml(config).resolve("m")
+    assert spec is not None
+    assert dict(spec.rlm) == {
+        "profile": "fixed",
+        "recursive_repl_timeout": 0.5,
+        "max_output_chars": 500,
+        "prompt_version": "2fb46cc",
+    }
+    for text, error in (
+        (
+            '[models.m]\nmodel = "x"\nrecursive_repl_timeout = 0\n',
+            "models.m: model 'm': recursive_repl_timeout",
+        ),
+        ('[models.m]\nmodel = "x"\nmax_total_calls = 3\n', "unknown key"),
+        ('[models.m]\nmodel = "x"\napi_key = "sk-in-a-file"\n', "unknown key"),
+        ('[models.m]\nmodel = "x"\nprompt_version = "9"\n', "unknown prompt_version"),
+    ):
+        config.write_text(text)
+        with pytest.raises(ToolUsageError, match=error):
+            ModelRegistry.from_toml(config)
+
+
 def test_a_spec_reads_its_key_from_its_variable_and_never_shows_it(monkeypatch: pytest.MonkeyPatch) -> None:
-    spec = ModelSpec(name="m", model="x", api_key_env="RLM_TEST_PROVIDER_KEY")
+    spec = ModelSpec.of("m", "x", api_key_env="RLM_TEST_PROVIDER_KEY")
     with pytest.raises(ToolUsageError, match="RLM_TEST_PROVIDER_KEY"):
         spec.api_key()
     monkeypatch.setenv("RLM_TEST_PROVIDER_KEY", "sk-secret-value-1")
