@@ -10,11 +10,10 @@ one ``--setup-dir`` serves both commands.
 from __future__ import annotations
 
 import dataclasses
-import subprocess
-import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from ..peer_venv import peer_venv
 from ..tool_errors import ToolUsageError
 from .implementations import Implementation, find_dspy_runtime
 
@@ -33,15 +32,7 @@ def setup_peers(
             out.append((entry, target))
             continue
         if target is None:
-            venv = directory / f"venv-{entry.name}"
-            if not (venv / "bin" / "python").exists():
-                progress(f"{entry.name}: python -m venv {venv} && pip install {' '.join(entry.requirements)}")
-                _run([sys.executable, "-m", "venv", str(venv)], f"creating the venv of {entry.name}")
-                _run(
-                    [str(venv / "bin" / "python"), "-m", "pip", "install", "-q", *entry.requirements],
-                    f"installing {' '.join(entry.requirements)} for {entry.name}",
-                )
-            target = str(venv / "bin" / "python")
+            target = peer_venv(directory, entry.name, entry.requirements, progress)
         if entry.runtime and not entry.runtime_dir:
             entry = dataclasses.replace(entry, runtime_dir=str(_runtime(target, directory, progress)))
         out.append((entry, target))
@@ -57,9 +48,3 @@ def _runtime(python: str, directory: Path, progress: Callable[[str], None]) -> P
 
     progress(f"dspy-rlm: Deno and Pyodide from npm into {directory / 'dspy-runtime'}")
     return prepare_dspy_runtime(directory / "dspy-runtime", python)
-
-
-def _run(argv: list[str], what: str) -> None:
-    done = subprocess.run(argv, capture_output=True, text=True, check=False)
-    if done.returncode != 0:
-        raise ToolUsageError(f"--setup failed {what}: {(done.stderr or done.stdout).strip()[-800:]}")

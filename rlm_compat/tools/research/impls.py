@@ -28,7 +28,6 @@ import os
 import shlex
 import signal
 import subprocess
-import sys
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -39,6 +38,7 @@ from ...errors import ConfigurationError
 from ..conformance.driver import TASK_PROTOCOL_VERSION
 from ..conformance.implementations import find_dspy_runtime
 from ..conformance.protocol import DRIVER_PATH, driver_environment
+from ..peer_venv import peer_venv, setup_step
 from ..tool_errors import ToolUsageError
 from .dspy_runtime import prepare_dspy_runtime
 
@@ -205,15 +205,8 @@ def setup_implementations(
             out.append(impl)
             continue
         if impl.python is None:
-            venv = directory / f"venv-{impl.name}"
-            if not (venv / "bin" / "python").exists():
-                progress(f"{impl.name}: python -m venv {venv} && pip install {' '.join(impl.requirements)}")
-                _run([sys.executable, "-m", "venv", str(venv)], f"creating the venv of {impl.name}")
-                _run(
-                    [str(venv / "bin" / "python"), "-m", "pip", "install", "-q", *impl.requirements],
-                    f"installing {' '.join(impl.requirements)} for {impl.name}",
-                )
-            impl = dataclasses.replace(impl, python=str(venv / "bin" / "python"))
+            python = peer_venv(directory, impl.name, impl.requirements, progress)
+            impl = dataclasses.replace(impl, python=python)
         if impl.needs_runtime and not impl.paths:
             assert impl.python is not None
             progress(f"{impl.name}: Deno and Pyodide from npm into {directory / 'dspy-runtime'}")
@@ -228,17 +221,11 @@ def setup_implementations(
             clone = directory / "recursive-llm-2fb46cc"
             if not (clone / "src" / "rlm").is_dir():
                 progress(f"{impl.name}: git clone {bundle} {clone} && git checkout 2fb46cc")
-                _run(["git", "clone", "-q", str(bundle), str(clone)], f"cloning {bundle}")
-                _run(["git", "-C", str(clone), "checkout", "-q", "2fb46cc"], "checking out 2fb46cc")
+                setup_step(["git", "clone", "-q", str(bundle), str(clone)], f"cloning {bundle}")
+                setup_step(["git", "-C", str(clone), "checkout", "-q", "2fb46cc"], "checking out 2fb46cc")
             impl = dataclasses.replace(impl, paths=(str(clone / "src"),))
         out.append(impl)
     return out
-
-
-def _run(argv: list[str], what: str) -> None:
-    done = subprocess.run(argv, capture_output=True, text=True, check=False)
-    if done.returncode != 0:
-        raise ToolUsageError(f"--setup failed {what}: {(done.stderr or done.stdout).strip()[-800:]}")
 
 
 @dataclasses.dataclass(frozen=True)
