@@ -16,8 +16,8 @@ the ``run`` command's flags.
 
 from __future__ import annotations
 
-from .declare import REQUIRED, Flag, Parameter, Setting, option
-from .table import FOLDED, KEPT, PARAMETERS, RECORDED, Budget, Settings, build_settings
+from .declare import REQUIRED, Flag, Parameter, option
+from .table import FOLDED, KEPT, PARAMETERS, RECORDED, Budget, Setting, Settings, build_settings
 
 __all__ = [
     "FOLDED",

@@ -10,13 +10,13 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections.abc import Callable, Mapping
-from typing import Any, Generic, TypeVar, overload
+from typing import Any, TypeVar
 
 from .._releases import Release
 from ..errors import ConfigurationError
 from ..prompts import build_system_prompt
 
-Settings = Any
+AnySettings = Any
 """What ``record`` and ``child`` hooks receive: :class:`rlm_compat.settings.Settings` (naming that
 class here would make a circle with the table that declares its fields with :func:`option`)."""
 
@@ -27,7 +27,6 @@ __all__ = [
     "Context",
     "Flag",
     "Parameter",
-    "Setting",
     "at_least",
     "callable_or_none",
     "integer",
@@ -104,11 +103,11 @@ class Parameter:
     annotation: str
     default: Any = None
     release: str | None = None
-    record: Callable[[Settings], Any] | None = None
+    record: Callable[[AnySettings], Any] | None = None
     flag: Flag | None = None
     positional: bool = False
     check: Check | None = None
-    child: Callable[[Settings, Any], Mapping[str, Any]] | None = None
+    child: Callable[[AnySettings, Any], Mapping[str, Any]] | None = None
 
     @property
     def plain(self) -> bool:
@@ -146,11 +145,11 @@ def option(
     default: Any = None,
     *,
     release: str | None = None,
-    record: bool | Callable[[Settings], Any] = True,
+    record: bool | Callable[[AnySettings], Any] = True,
     flag: Flag | None = None,
     positional: bool = False,
     check: Check | None = None,
-    child: Callable[[Settings, Any], Mapping[str, Any]] | None = None,
+    child: Callable[[AnySettings, Any], Mapping[str, Any]] | None = None,
 ) -> Any:
     """A :class:`Settings` field that is an ``RLM`` keyword of the same name (see :class:`Parameter`)."""
     kept = record if callable(record) else RECORD_VALUE if record else None
@@ -208,29 +207,3 @@ def callable_or_none(value: Any, ctx: Context) -> Any:
     if value is not None and not callable(value):
         raise ConfigurationError(f"{ctx.name} must be a callable (answer) -> None | reason, not {value!r}")
     return value
-
-
-class Setting(Generic[_T]):
-    """A read-only attribute of the facade showing one of its :class:`Settings` (``rlm.max_depth``)."""
-
-    def __init__(self, read: Callable[[Settings], _T]) -> None:
-        self._read = read
-        self._name = "setting"
-
-    def __set_name__(self, owner: type, name: str) -> None:
-        self._name = name
-
-    @overload
-    def __get__(self, obj: None, owner: type | None = None) -> Setting[_T]: ...
-
-    @overload
-    def __get__(self, obj: object, owner: type | None = None) -> _T: ...
-
-    def __get__(self, obj: Any, owner: type | None = None) -> _T | Setting[_T]:
-        return self if obj is None else self._read(obj.settings)
-
-    def __set__(self, obj: Any, value: Any) -> None:
-        raise AttributeError(
-            f"RLM settings are frozen: {self._name} is fixed when the RLM is made; make a new "
-            f"RLM({self._name}=...) instead"
-        )

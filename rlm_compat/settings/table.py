@@ -8,7 +8,7 @@ import math
 import operator
 import os
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any
+from typing import Any, Generic, TypeVar, overload
 
 from .._releases import Release, r050, select_release
 from .._releases.r050.executor import DEFAULT_SNAPSHOT_BYTES, check_snapshot_bytes
@@ -37,9 +37,10 @@ from .declare import (
     within_release_limits,
 )
 
-__all__ = ["FOLDED", "KEPT", "PARAMETERS", "RECORDED", "Budget", "Settings", "build_settings"]
+__all__ = ["FOLDED", "KEPT", "PARAMETERS", "RECORDED", "Budget", "Setting", "Settings", "build_settings"]
 
 _050 = r050.NAME
+_T = TypeVar("_T")
 
 
 def _timeout(settings: Settings) -> float | None:
@@ -437,3 +438,29 @@ _RESOURCE_KEYWORDS = (
     ("cpu_time_seconds", "repl_cpu_time_limit_seconds"),
     ("max_open_files", "repl_max_open_files"),
 )
+
+
+class Setting(Generic[_T]):
+    """A read-only attribute of the facade showing one of its :class:`Settings` (``rlm.max_depth``)."""
+
+    def __init__(self, read: Callable[[Settings], _T]) -> None:
+        self._read = read
+        self._name = "setting"
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self._name = name
+
+    @overload
+    def __get__(self, obj: None, owner: type | None = None) -> Setting[_T]: ...
+
+    @overload
+    def __get__(self, obj: object, owner: type | None = None) -> _T: ...
+
+    def __get__(self, obj: Any, owner: type | None = None) -> _T | Setting[_T]:
+        return self if obj is None else self._read(obj.settings)
+
+    def __set__(self, obj: Any, value: Any) -> None:
+        raise AttributeError(
+            f"RLM settings are frozen: {self._name} is fixed when the RLM is made; make a new "
+            f"RLM({self._name}=...) instead"
+        )

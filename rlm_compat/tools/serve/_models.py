@@ -100,10 +100,15 @@ class ModelSpec:
                 f"model {self.name!r}: unknown key(s) {unknown}; known: {sorted(_OWN_KEYS | RLM_KEYS)}"
             )
         object.__setattr__(self, "rlm", MappingProxyType({**_DEFAULTS, **self.rlm}))
+
+    def check(self) -> ModelSpec:
+        """Itself, once its RLM settings pass the checks ``RLM(...)`` makes (done when the server
+        starts, not per request)."""
         try:
             build_settings(api=resolve_api(None), llm_kwargs={}, keywords={"model": self.model, **self.rlm})
         except ConfigurationError as exc:
             raise ToolUsageError(f"model {self.name!r}: {exc}") from None
+        return self
 
     def __hash__(self) -> int:
         return hash((self.name, self.model, tuple(sorted(self.rlm.items()))))
@@ -151,8 +156,8 @@ class ModelRegistry:
         roots: Iterable[str] = (),
         allow: Iterable[str] = (),
     ) -> None:
-        self._named = {spec.name: spec for spec in named}
-        self._template = template
+        self._named = {spec.name: spec.check() for spec in named}
+        self._template = None if template is None else template.check()
         self._roots = list(dict.fromkeys(roots))
         self._allow = list(allow)
         if (self._roots or self._allow) and template is None:
@@ -224,7 +229,7 @@ def specs_from_mapping(data: Mapping[str, Any], where: str) -> list[ModelSpec]:
             raise ToolUsageError(f"{where}: models.{name} needs model = '<litellm model>'")
         settings = dict(table)
         try:
-            specs.append(ModelSpec.of(name, settings.pop("model"), **settings))
+            specs.append(ModelSpec.of(name, settings.pop("model"), **settings).check())
         except ToolUsageError as exc:
             raise ToolUsageError(f"{where}: models.{name}: {exc}") from None
     return specs
