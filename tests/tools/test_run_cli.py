@@ -120,6 +120,7 @@ def test_unmatched_glob_and_binary_only_directory(tmp_path: Path) -> None:
         load_context([str(tmp_path)])
 
 
+@pytest.mark.once_per_ci  # a child process on a terminal or a pipe: what rich and signals do, not Python
 def test_stdin_piped_plain_progress(chat_server: ServerFactory) -> None:
     server = chat_server(["n = context.count('a')", "FINAL_VAR(n)"])
     out = subprocess.run(
@@ -284,6 +285,7 @@ def _run_in_pty(argv: list[str], watch: Callable[[bytes], None] | None = None) -
     return process.wait(timeout=60), out, b"".join(chunks).decode("utf-8", "replace")
 
 
+@pytest.mark.once_per_ci  # a child process on a terminal or a pipe: what rich and signals do, not Python
 def test_live_progress_in_a_pseudo_terminal(chat_server: ServerFactory, tmp_path: Path) -> None:
     drawn = threading.Event()  # a status frame showing the waiting call reached the terminal
     replies = iter(["n = context.count('a')", "print(n)", "FINAL_VAR(n)"])
@@ -317,6 +319,7 @@ def test_live_progress_in_a_pseudo_terminal(chat_server: ServerFactory, tmp_path
     assert len(read_trajectory(trajectory)[1]) > 0
 
 
+@pytest.mark.once_per_ci  # a child process on a terminal or a pipe: what rich and signals do, not Python
 def test_live_failure_leaves_status_then_one_error_line(chat_server: ServerFactory) -> None:
     server = chat_server(["print(1)"])
     code, out, raw = _run_in_pty(["run", "q", "--context", "c", *_args(server, "--max-iterations", "1")])
@@ -327,6 +330,7 @@ def test_live_failure_leaves_status_then_one_error_line(chat_server: ServerFacto
     assert screen[-1].startswith("rlm-compat run: max iterations: MaxIterationsError: ")
 
 
+@pytest.mark.once_per_ci  # a child process on a terminal or a pipe: what rich and signals do, not Python
 def test_interrupt_exits_130_and_leaves_the_partial_trajectory(
     chat_server: ServerFactory, tmp_path: Path
 ) -> None:

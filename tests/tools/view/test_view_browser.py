@@ -19,6 +19,10 @@ from locations import DATA
 
 from rlm_compat.tools.cli import main
 
+# The pages are our HTML and JavaScript in the system Chromium: nothing here varies with the
+# Python version that wrote them (test_view.py checks the HTML itself on every Python).
+pytestmark = pytest.mark.once_per_ci
+
 SHOTS = os.environ.get("RLM_COMPAT_VIEW_SCREENSHOTS")
 
 
