@@ -21,6 +21,7 @@ __all__ = [
     "REPLError",
     "REPLSecurityError",
     "REPLTimeoutError",
+    "REPLWorkerFaultError",
     "RLMError",
     "TrajectoryError",
     "UnknownOptionWarning",
@@ -116,3 +117,17 @@ class REPLSecurityError(REPLError):
 
 class FinalVarMissingError(REPLError):
     """``FINAL_VAR(name)`` named a variable that does not exist in the REPL namespace."""
+
+
+class REPLWorkerFaultError(REPLError):
+    """The REPL worker process sent its parent something the channel's protocol does not allow
+    (a malformed message, one out of turn, or one over a limit of what the parent reads: then
+    ``limit`` names it); the worker was replaced and the step failed. A worker whose code
+    escaped every layer above the OS is the only one that does this."""
+
+    def __init__(self, message: str = "", limit: str | None = None) -> None:
+        super().__init__(message)
+        self.limit = limit
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (str(self), self.limit))

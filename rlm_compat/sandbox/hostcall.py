@@ -92,7 +92,7 @@ class HostCall:
         namespace = None if state is None else state.env
         if isinstance(name, str) and namespace is not None and name in namespace:
             return (name, bounded_str(namespace[name], limit))
-        return (name, None)
+        return (_name_text(name), None)
 
     def prepared(self, *args: Any) -> Any:
         """Call with arguments a worker already prepared (see :meth:`_answer_args`).
@@ -145,6 +145,21 @@ register_host_boundary(HostCall.__call__.__code__)
 
 
 _PLAIN = (str, int, float, bool, type(None), bytes)
+NAME_CHARS = 1000
+"""FINAL_VAR's argument when no variable has it as its name: a ``str`` cut to this length, or
+the repr of any other value (cut to 200 characters), made on the sandbox's side; the host only
+ever names it in a message (and looks for a variable holding that text)."""
+
+
+def _name_text(name: Any) -> str:
+    if type(name) is str:
+        return name[:NAME_CHARS]
+    try:
+        text = repr(name)
+    except Exception:
+        return f"<{type(name).__name__}>"
+    text = text if type(text) is str else f"<{type(name).__name__}>"
+    return text if len(text) <= 200 else text[:197] + "..."
 
 
 def _plain(value: Any, depth: int = 0) -> bool:

@@ -140,6 +140,17 @@ class Texts:
             "(Limits.answer_chars); answer with a shorter text"
         )
 
+    def worker_fault(self, what: str) -> str:
+        """The worker sent something the protocol does not allow (it was replaced)."""
+        if self._upstream:
+            return f"Execution error: the REPL worker process sent {what}"
+        return f"Execution error: SystemError: the REPL worker process sent {what}; the worker was restarted"
+
+    @staticmethod
+    def cut_by_parent(limit: int) -> str:
+        """Appended to a step's text the parent cut at its own limit (the worker sent more)."""
+        return f"\n[cut at {limit} characters by the parent process]"
+
     @staticmethod
     def reply_too_large(size: int, limit: int) -> str:
         """A step's results exceed what the parent reads back (``Limits.reply_bytes``)."""

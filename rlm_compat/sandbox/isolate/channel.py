@@ -1,41 +1,43 @@
 """The framed message channel between the parent and a worker process.
 
-Messages are dicts with an ``op`` key, pickled, each preceded by its length. The first message of
-a session carries :data:`PROTOCOL` so both sides fail loudly on a mismatch instead of
-misreading each other. The parent never unpickles what a worker sends with plain ``pickle``: a
-worker runs untrusted code, and a pickle can name any callable. :func:`safe_loads` admits only
-plain data types (containers, numbers, text, dates, a few ``collections`` types); anything else
-stays in the worker.
+Messages are dicts with an ``op`` key, each preceded by its length. The first message of a
+session carries :data:`PROTOCOL` so both sides fail loudly on a mismatch instead of misreading
+each other. The two directions differ because only one side is trusted: the parent's messages
+to its worker are pickled (the parent is trusted; a worker only unpickles what its own parent
+sent), a worker's messages to its parent are :mod:`.wire` messages, decoded as hostile data
+within limits. The parent stamps each request with a sequence number and a worker echoes it on
+everything it sends for that request, so a message sent out of turn is never taken for the
+reply to a later request.
 """
 
 from __future__ import annotations
 
 import array
-import builtins
-import io
 import os
 import pickle
 import select
 import socket
 import struct
 import time
-import types
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
+from . import wire
+
 __all__ = [
-    "PLAIN_CLASSES",
+    "ENVELOPE_DEPTH",
+    "PEERS",
     "PROTOCOL",
     "Channel",
     "ChannelClosed",
     "ChannelTimeout",
     "MessageTooLarge",
-    "dumps_plain",
-    "safe_loads",
-    "short_repr",
 ]
 
-PROTOCOL = 2
+PROTOCOL = 3
+PEERS = ("worker", "parent")
+ENVELOPE_DEPTH = 6
+"""A worker's message nests no deeper than this; values inside it are bytes decoded one by one."""
 _HEADER = struct.Struct("!Q")
 _JOIN_BELOW = 1 << 16
 _FD_SIZE = array.array("i").itemsize
@@ -58,159 +60,41 @@ class MessageTooLarge(Exception):
         self.limit = limit
 
 
-_EXCEPTIONS = frozenset(
-    name
-    for name, value in vars(builtins).items()
-    if isinstance(value, type) and issubclass(value, BaseException)
-)
-_SAFE_GLOBALS = {
-    "builtins": frozenset(
-        {
-            "bool",
-            "bytearray",
-            "bytes",
-            "complex",
-            "dict",
-            "float",
-            "frozenset",
-            "int",
-            "list",
-            "range",
-            "set",
-            "slice",
-            "str",
-            "tuple",
-        }
-    )
-    | _EXCEPTIONS,
-    "collections": frozenset({"Counter", "OrderedDict", "defaultdict", "deque"}),
-    "datetime": frozenset({"date", "datetime", "time", "timedelta", "timezone"}),
-    "decimal": frozenset({"Decimal"}),
-    "fractions": frozenset({"Fraction"}),
-    "types": frozenset({"SimpleNamespace"}),
-}
-
-
-def _plain_classes() -> frozenset[type]:
-    import importlib
-
-    return frozenset(
-        getattr(importlib.import_module(module), name)
-        for module, names in _SAFE_GLOBALS.items()
-        for name in names
-    )
-
-
-PLAIN_CLASSES = _plain_classes()
-"""The classes whose instances (and which, as values) cross from a worker as plain data."""
-
-
-class _SafeUnpickler(pickle.Unpickler):
-    def __init__(self, data: bytes, stand_in: Callable[[str, str], Any] | None) -> None:
-        super().__init__(io.BytesIO(data))
-        self._stand_in = stand_in
-
-    def find_class(self, module: str, name: str) -> Any:
-        if name in _SAFE_GLOBALS.get(module, ()):
-            return super().find_class(module, name)
-        raise pickle.UnpicklingError(f"{module}.{name} is not plain data")
-
-    def persistent_load(self, pid: Any) -> Any:
-        if self._stand_in is None or not (
-            isinstance(pid, tuple)
-            and len(pid) == 3
-            and pid[0] == "stand-in"
-            and isinstance(pid[1], str)
-            and isinstance(pid[2], str)
-        ):
-            raise pickle.UnpicklingError("unexpected persistent id")
-        return self._stand_in(pid[1], pid[2])
-
-
-def safe_loads(data: bytes, stand_in: Callable[[str, str], Any] | None = None) -> Any:
-    """Unpickle data from an untrusted worker: plain data types only.
-
-    ``stand_in(type_qualname, repr)`` makes the object that replaces each value the worker kept
-    (see :func:`dumps_plain`); without it such data is refused.
-    """
-    return _SafeUnpickler(data, stand_in).load()
-
-
-class _StandInPickler(pickle.Pickler):
-    def persistent_id(self, obj: Any) -> Any:
-        kind = type(obj)
-        if kind in PLAIN_CLASSES or (kind is type and obj in PLAIN_CLASSES):
-            return None
-        return ("stand-in", kind.__qualname__, short_repr(obj))
-
-
-def dumps_plain(value: Any) -> tuple[bytes, bool]:
-    """``value`` pickled for the parent, and whether anything in it had to stay behind.
-
-    Plain data is pickled as it is (checked by loading it back the way the parent will). Anything
-    else — a function, a class, an instance of one, a module proxy — is replaced by a stand-in
-    carrying its type and repr, wherever it sits (``[f, g]`` crosses as a list of two stand-ins).
-    """
-    if not _never_plain(value):  # a function or a class: no failed attempt first
-        try:
-            data = pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
-            safe_loads(data)
-            return data, False
-        except Exception:
-            pass
-    buffer = io.BytesIO()
-    _StandInPickler(buffer, protocol=pickle.HIGHEST_PROTOCOL).dump(value)
-    return buffer.getvalue(), True
-
-
-def _never_plain(value: Any) -> bool:
-    """Functions, methods, modules and classes other than the plain ones: pickling them by
-    reference only to refuse them later costs a search of every loaded module each time."""
-    if isinstance(value, type):
-        return value not in PLAIN_CLASSES
-    return isinstance(
-        value, (types.FunctionType, types.MethodType, types.BuiltinFunctionType, types.ModuleType)
-    )
-
-
-def short_repr(value: Any, limit: int = 200) -> str:
-    """``repr(value)``, at most ``limit`` characters, never raising."""
-    try:
-        text = repr(value)
-    except BaseException:
-        return f"<{type(value).__name__}>"
-    if type(text) is not str:
-        return f"<{type(value).__name__}>"
-    return text if len(text) <= limit else text[: limit - 3] + "..."
-
-
 class Channel:
     """One end of a worker's socket: send and receive whole messages.
 
-    ``trusted``: whether the other side's pickles may be loaded as they are (the worker trusts
-    its parent; the parent does not trust the worker: message envelopes are loaded with
-    :func:`safe_loads`, and values inside them are bytes the receiver decodes one by one).
-    ``max_incoming``: a larger announced message raises :class:`MessageTooLarge` before
-    anything is read.
+    ``peer``: who is at the other end. The parent's end (``peer="worker"``) pickles what it
+    sends and decodes what it receives with :func:`.wire.decode` (an envelope nested at most
+    :data:`ENVELOPE_DEPTH` deep; values inside it are bytes the receiver decodes one by one);
+    the worker's end (``peer="parent"``) the other way round, stamping what it sends with the
+    sequence number of the last request it received. ``max_incoming``: a larger announced
+    message raises :class:`MessageTooLarge` before anything is read.
     """
 
     def __init__(
         self,
         sock: socket.socket,
         *,
-        trusted: bool,
+        peer: str,
         max_incoming: int | None = None,
         max_fds: int = 0,
     ) -> None:
+        if peer not in PEERS:
+            raise ValueError(f"peer must be one of {PEERS}, not {peer!r}")
         self.sock = sock
-        self._trusted = trusted
+        self._from_worker = peer == "worker"
         self._max = max_incoming
         self._max_fds = max_fds
         self._fds: list[int] = []
+        self.seq: int | None = None
+        """The worker's end: the sequence number of the request being answered."""
 
     def send(self, message: dict[str, Any], fds: Sequence[int] = ()) -> None:
         """Write one message (blocking); ``fds`` travel with its first byte (``SCM_RIGHTS``)."""
-        data = pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL)
+        if self._from_worker:
+            data = pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL)
+        else:
+            data = wire.pack_message(message if self.seq is None else {**message, "seq": self.seq})
         header = _HEADER.pack(len(data))
         if fds:
             sent = socket.send_fds(self.sock, [header], list(fds))
@@ -235,15 +119,20 @@ class Channel:
             if self._max is not None and size > self._max:
                 raise MessageTooLarge(size, self._max)
             data = self._read(size, deadline)
-            message = pickle.loads(data) if self._trusted else safe_loads(data)
-            if not isinstance(message, dict) or "op" not in message:
-                raise ChannelClosed("malformed message")
+            if self._from_worker:
+                message = wire.decode(data, wire.WireLimits(max_bytes=self._max, max_depth=ENVELOPE_DEPTH))
+                if type(message) is not dict:
+                    raise wire.WireError("a message that is not a map")
+            else:
+                message = pickle.loads(data)
+                if type(message.get("seq")) is int:
+                    self.seq = message["seq"]
         except BaseException:
             _close_all(self._fds)
             raise
         if self._fds:
             message["fds"], self._fds = self._fds, []
-        return message
+        return message  # type: ignore[no-any-return]
 
     def closed_by_peer(self) -> bool:
         """Whether the other side is gone, asked between messages (one poll, no round trip)."""

@@ -12,17 +12,26 @@ Protocol (framed JSON, :func:`.zygote.send_frame`): one request ``{"code", "para
 program runs with the global ``PARAMS`` (what the host set up: ports, paths, pids); one reply,
 ``{"outcome": "completed" | "raised", "type", "message", "errno", "layers"}``; then the worker
 exits. One program per worker, so a program's damage never reaches the next.
+
+:func:`serve_repl` is the same idea for the channel: the REPL worker itself, except that a step
+whose code starts with :data:`~.worker.ESCAPED` runs as plain Python with the worker's channel in
+hand (``CHANNEL``, ``send_raw``, ``wire``, ``SEQ``, ``ns``), so a test can send its parent any
+frame an escaped worker could. The host chooses it (``ProcessRunner(entry="escaped")`` or the
+host's own ``RLM_COMPAT_TEST_WORKER_ENTRY=escaped``), never model code.
 """
 
 from __future__ import annotations
 
 import socket
+import struct
+import sys
+import traceback
 from typing import Any
 
 from .hardening import active_layers
 from .zygote import recv_frame, send_frame
 
-__all__ = ["serve"]
+__all__ = ["serve", "serve_repl"]
 
 
 def serve(sock: socket.socket) -> None:
@@ -45,3 +54,31 @@ def serve(sock: socket.socket) -> None:
     else:
         reply["outcome"] = "completed"
     send_frame(sock, reply)
+
+
+def serve_repl(sock: socket.socket) -> None:
+    """The REPL worker, with escaped steps (see the module docstring)."""
+    from .worker import serve as serve_worker
+
+    serve_worker(sock, escaped=_run_escaped)
+
+
+def _run_escaped(code: str, channel: Any, ns: dict[str, Any]) -> None:
+    from . import wire
+
+    def send_raw(payload: bytes, announced: int | None = None) -> None:
+        size = len(payload) if announced is None else announced
+        channel.sock.sendall(struct.pack("!Q", size) + payload)
+
+    scope = {
+        "__name__": "__escaped__",
+        "CHANNEL": channel,
+        "SEQ": channel.seq,
+        "send_raw": send_raw,
+        "wire": wire,
+        "ns": ns,
+    }
+    try:
+        exec(compile(code, "<escaped>", "exec"), scope)
+    except Exception:
+        traceback.print_exc(file=sys.stderr)

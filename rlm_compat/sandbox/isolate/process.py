@@ -13,14 +13,18 @@ the context, as a sealed memory file, see :mod:`.mapped`; modules by name; host 
 name), so a context crosses once per session, never per step. After it, what comes back
 depends on the session's state (:data:`STATES`). In ``"env"`` state (the drop-in's
 ``REPLExecutor``) the worker sends back each changed variable, and ``env`` gets those it can take
-as plain data (:func:`~.channel.safe_loads`: the parent never unpickles anything else a worker
-sends). In ``"worker"`` state (the RLM loop) only small plain values come back (at most
-:data:`~.worker.KEEP_BYTES` pickled); ``env`` names everything else by a :class:`WorkerObject`,
+as plain data (a worker's messages are :mod:`.wire` data, decoded within limits and checked
+against the protocol by :mod:`.replies`: the parent never unpickles anything a worker sends).
+In ``"worker"`` state (the RLM loop) only small plain values come back (at most
+:data:`~.worker.KEEP_BYTES` encoded); ``env`` names everything else by a :class:`WorkerObject`,
 so the namespace never crosses as a whole and a step costs the same whatever the session holds.
 The rest (functions, classes, instances of them, other objects) stays in the worker and appears
 in ``env`` as a :class:`WorkerObject`. Only host functions (:class:`~.hostcall.HostCall`, or
 plain callables the host itself put in ``env`` that cannot be pickled) call back into the
-parent; nothing that came from the worker ever runs here. When a worker is killed, its
+parent; nothing that came from the worker ever runs here. The parent trusts nothing its worker
+says: every limit that matters to the host (what a step's text, a final answer, a value may
+cost) is checked here again, and a message that breaks the protocol or a limit fails the step
+with a :class:`~rlm_compat.errors.REPLWorkerFaultError` and replaces the worker. When a worker is killed, its
 WorkerObjects are lost: the step's error names each of them, and they leave ``env``; the plain
 values ``env`` holds go to the next worker as they were before the failed step.
 """
@@ -29,6 +33,7 @@ from __future__ import annotations
 
 import functools
 import math
+import os
 import pickle
 import threading
 import time
@@ -38,17 +43,17 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 from ... import errors as _errors
-from ...errors import FinalVarMissingError, REPLError, REPLTimeoutError
+from ...errors import FinalVarMissingError, REPLError, REPLTimeoutError, REPLWorkerFaultError
 from ..hostcall import HostCall, sanitized
 from ..texts import Texts
-from . import mapped
-from .channel import PROTOCOL, Channel, ChannelClosed, ChannelTimeout, MessageTooLarge, safe_loads
+from . import mapped, replies, wire
+from .channel import PROTOCOL, Channel, ChannelClosed, ChannelTimeout, MessageTooLarge
 
 if TYPE_CHECKING:
     from ...config import ReplConfig
     from .spawn import WorkerHandle
 
-__all__ = ["KILL_GRACE", "STATES", "ProcessRunner", "WorkerObject"]
+__all__ = ["ENTRY_ENV", "KILL_GRACE", "STATES", "TEXT_SLACK", "ProcessRunner", "WorkerObject"]
 
 STATES = ("env", "worker")
 """Where a session's variables live: ``"env"``, in the caller's ``env`` too (every changed plain
@@ -59,6 +64,24 @@ the RLM loop's state, so nothing proportional to what the model derived ever cro
 KILL_GRACE = 0.5
 """Seconds past a step's timeout before its worker is killed (the worker's own deadline stops
 ordinary code at the timeout itself and keeps the session; this is for single long C calls)."""
+
+TEXT_SLACK = 64 << 10
+"""A step's text may be this much longer than ``max_output_chars`` (an error's message, notes);
+the parent cuts what a worker sends past that."""
+
+ENTRY_ENV = "RLM_COMPAT_TEST_WORKER_ENTRY"
+"""For security tests only: ``"escaped"`` starts workers with :mod:`.escapehook`'s REPL entry
+(a step marked as escaped runs as plain Python with the worker's channel). The host's own
+environment chooses it, never model code; any other value is refused."""
+_ENTRIES = {"escaped": "rlm_compat.sandbox.isolate.escapehook:serve_repl"}
+_CHANNEL_ERRORS = (
+    ChannelClosed,
+    ChannelTimeout,
+    MessageTooLarge,
+    OSError,
+    wire.WireError,
+    replies.WorkerFault,
+)
 
 
 class WorkerObject:
@@ -89,18 +112,39 @@ class WorkerObject:
 class _WorkerDied(Exception):
     """The worker is gone or had to be killed; the text says why (for the observation)."""
 
-    def __init__(self, text: str, error_type: type[REPLError] = REPLError) -> None:
+    def __init__(self, text: str, error_type: type[REPLError] = REPLError, limit: str | None = None) -> None:
         super().__init__(text)
         self.text = text
         self.error_type = error_type
+        self.limit = limit
+
+    def error(self, text: str) -> REPLError:
+        if self.error_type is REPLWorkerFaultError:
+            return REPLWorkerFaultError(text, self.limit)
+        return self.error_type(text)
+
+
+def worker_entry(entry: str | None = None) -> str | None:
+    """The worker entry a runner starts: ``entry`` (a key of the test entries), else what
+    :data:`ENTRY_ENV` names, else None (the REPL worker)."""
+    chosen = entry if entry is not None else os.environ.get(ENTRY_ENV) or None
+    if chosen is None:
+        return None
+    if chosen not in _ENTRIES:
+        raise ValueError(f"{ENTRY_ENV} must be one of {sorted(_ENTRIES)}, not {chosen!r}")
+    return _ENTRIES[chosen]
 
 
 class ProcessRunner:
     """The parent side of one session: its worker, started on first use, replaced after a kill."""
 
-    def __init__(self, config: ReplConfig, *, state: str = "env", shared: Iterable[str] = ()) -> None:
+    def __init__(
+        self, config: ReplConfig, *, state: str = "env", shared: Iterable[str] = (), entry: str | None = None
+    ) -> None:
         if state not in STATES:
             raise ValueError(f"state must be one of {STATES}, not {state!r}")
+        self._entry = worker_entry(entry)
+        self._seq = 0
         self.config = config
         self.state = state
         self._shared = None if state == "env" else sorted(set(shared))
@@ -161,25 +205,31 @@ class ProcessRunner:
         config = self.config
         limits = config.limits
         try:
-            handle: WorkerHandle = start_worker(limits, config.start_method or "forkserver")
+            method = config.start_method or "forkserver"
+            handle: WorkerHandle = (
+                start_worker(limits, method)
+                if self._entry is None
+                else start_worker(limits, method, self._entry)
+            )
         except OSError as exc:  # WorkerStartError, or the OS refusing a process or a socket
             raise REPLError(Texts.no_worker(str(exc))) from None
         self._worker[0] = handle
         if self._aborted:
             handle.kill()
-        channel = Channel(handle.sock, trusted=False, max_incoming=limits.reply_bytes)
+        channel = Channel(handle.sock, peer="worker", max_incoming=limits.reply_bytes)
         try:
-            channel.send({"op": "init", "protocol": PROTOCOL, "config": config, "shared": self._shared})
-            reply = channel.recv(time.monotonic() + 30)
-        except (ChannelClosed, ChannelTimeout, OSError) as exc:
+            seq = self._send(
+                channel, {"op": "init", "protocol": PROTOCOL, "config": config, "shared": self._shared}
+            )
+            reply = replies.parse(channel.recv(time.monotonic() + 30), ("ready", "refused"), seq)
+        except _CHANNEL_ERRORS as exc:
             self._drop()
             raise REPLError(Texts.no_worker(f"it failed to start: {exc}")) from None
-        if reply.get("op") != "ready":
+        if not isinstance(reply, replies.Ready):
             self._drop()
+            spoken = getattr(reply, "protocol", None)
             raise REPLError(
-                Texts.no_worker(
-                    f"it speaks protocol {reply.get('protocol')!r}, not {PROTOCOL}; reinstall rlm_compat"
-                )
+                Texts.no_worker(f"it speaks protocol {spoken!r}, not {PROTOCOL}; reinstall rlm_compat")
             )
         self._channel = channel
         self._sent = {}
@@ -231,16 +281,25 @@ class ProcessRunner:
             return
         fds: list[int] = []
         try:
-            message = {**self._sync(env, fds), "op": "sync"}
-            channel.send(message, fds)
+            seq = self._send(channel, {**self._sync(env, fds), "op": "sync"}, fds)
             mapped.close_all(fds)
-            reply = channel.recv(time.monotonic() + 60)
-        except (ChannelClosed, ChannelTimeout, MessageTooLarge, OSError, pickle.UnpicklingError):
+            reply = replies.parse(channel.recv(time.monotonic() + 60), ("synced",), seq)
+        except _CHANNEL_ERRORS:
             self._drop()
             return
         finally:
             mapped.close_all(fds)
-        self._notes = {**self._unsent, **dict(reply.get("unloadable", {}))}
+        assert isinstance(reply, replies.Synced)
+        self._notes = {**self._unsent, **reply.unloadable}
+
+    def _send(self, channel: Channel, request: dict[str, Any], fds: list[int] | None = None) -> int:
+        """Send one request stamped with the next sequence number (which its reply must echo)."""
+        self._seq += 1
+        channel.send({**request, "seq": self._seq}, fds or ())
+        return self._seq
+
+    def _limits(self) -> wire.WireLimits:
+        return wire.WireLimits(max_bytes=self.config.limits.reply_bytes)
 
     def render(self, env: dict[str, Any], name: str) -> str:
         """``str()`` of a session variable as a final answer, computed in the worker."""
@@ -259,17 +318,18 @@ class ProcessRunner:
             if channel is None or channel.closed_by_peer():
                 return False, None
             try:
-                channel.send({"op": "fetch", "name": name})
-                reply = channel.recv(time.monotonic() + max(self.config.timeout, 1.0) + KILL_GRACE)
-            except (ChannelClosed, ChannelTimeout, MessageTooLarge, OSError, pickle.UnpicklingError):
+                seq = self._send(channel, {"op": "fetch", "name": name})
+                reply = replies.parse(
+                    channel.recv(time.monotonic() + max(self.config.timeout, 1.0) + KILL_GRACE),
+                    ("value",),
+                    seq,
+                )
+                assert isinstance(reply, replies.Value)
+                if reply.found is None:
+                    return False, None
+                return True, wire.decode(reply.found, self._limits())
+            except _CHANNEL_ERRORS:
                 self.abort()  # the next step finds it gone and names what was lost with it
-                return False, None
-            data = reply.get("found")
-            if not isinstance(data, bytes):
-                return False, None
-            try:
-                return True, safe_loads(data)
-            except Exception:
                 return False, None
 
     def _round_trip(self, env: dict[str, Any], timeout: float | None, **request: Any) -> str:
@@ -282,10 +342,10 @@ class ProcessRunner:
         except _WorkerDied as died:
             text = died.text + self._lost(env)
             self._drop()
-            raise died.error_type(text) from None
+            raise died.error(text) from None
         finally:
             mapped.close_all(fds)
-        return self._finish(reply, env)
+        return self._finish(reply, env, request["op"])
 
     def _sync(self, env: dict[str, Any], fds: list[int]) -> dict[str, Any]:
         """The step message's account of what changed in ``env``; the descriptors of the values
@@ -345,15 +405,18 @@ class ProcessRunner:
         request: dict[str, Any],
         fds: list[int],
         timeout: float | None,
-    ) -> dict[str, Any]:
+    ) -> replies.Done:
         """Send the step, answer host calls until it is done; kill the worker when time is up.
 
-        The worker may die between the liveness check and the send (a kill from outside): a
-        broken pipe then reads like any other death. The memory files are closed here as soon
-        as they are sent (the message holds them until the worker takes them).
+        The step's time is what the parent spends waiting for the worker *and decoding what it
+        sends* (a host function's own run, a sub-call waiting for a model, is not charged);
+        the parent's CPU for decoding is held to ``Limits.cpu_seconds`` as well, so a worker
+        flooding it with host calls meets the deadline like any other step. The worker may die
+        between the liveness check and the send (a kill from outside): a broken pipe then reads
+        like any other death. The memory files are closed here as soon as they are sent.
         """
         try:
-            channel.send(request, fds)
+            seq = self._send(channel, request, fds)
         except OSError as exc:
             raise _WorkerDied(self._texts.crashed(self._death(exc))) from None
         finally:
@@ -362,41 +425,66 @@ class ProcessRunner:
         budget = limit + KILL_GRACE
         if timeout is not None and timeout < limit:
             limit = budget = timeout
+        cpu_left = self.config.limits.cpu_seconds or math.inf
         while True:
-            started = time.monotonic()
+            started, cpu_started = time.monotonic(), time.thread_time()
             deadline = None if math.isinf(budget) else started + budget
             try:
-                message = channel.recv(deadline)
+                reply = replies.parse(channel.recv(deadline), ("call", "done"), seq)
+                call = self._decode_call(reply) if isinstance(reply, replies.Call) else None
             except ChannelTimeout:
                 raise _WorkerDied(self._texts.timeout(limit, "", restarted=True), REPLTimeoutError) from None
             except MessageTooLarge as exc:
                 raise _WorkerDied(self._texts.reply_too_large(exc.size, exc.limit)) from None
-            except (ChannelClosed, OSError, pickle.UnpicklingError) as exc:
+            except (wire.WireError, replies.WorkerFault) as exc:
+                raise self._fault(exc) from None
+            except (ChannelClosed, OSError) as exc:
                 raise _WorkerDied(self._texts.crashed(self._death(exc))) from None
             budget -= time.monotonic() - started
-            if message["op"] != "call":
-                return message
-            reply = self._host_call(env, message["name"], message["payload"])
+            cpu_left -= time.thread_time() - cpu_started
+            if budget <= 0 or cpu_left <= 0:
+                raise _WorkerDied(self._texts.timeout(limit, "", restarted=True), REPLTimeoutError)
+            if isinstance(reply, replies.Done):
+                return reply
+            assert isinstance(reply, replies.Call) and call is not None
+            answer = self._host_call(env, reply.name, call)
             try:
-                channel.send(reply)
+                channel.send(answer)
             except OSError as exc:
                 raise _WorkerDied(self._texts.crashed(self._death(exc))) from None
+
+    def _fault(self, exc: wire.WireError | replies.WorkerFault) -> _WorkerDied:
+        return _WorkerDied(self._texts.worker_fault(exc.what), REPLWorkerFaultError, exc.limit)
+
+    def _decode_call(self, call: replies.Call) -> tuple[list[Any], dict[str, Any]]:
+        """A host call's ``(args, kwargs)`` (the worker sends only plain data: anything else,
+        or a payload past a limit, is its fault)."""
+        decoded = wire.decode(call.payload, self._limits())
+        if (
+            type(decoded) is not list
+            or len(decoded) != 2
+            or type(decoded[0]) is not list
+            or type(decoded[1]) is not dict
+            or not all(type(key) is str for key in decoded[1])
+        ):
+            raise replies.WorkerFault("a host call whose arguments are not (args, kwargs)")
+        return decoded[0], decoded[1]
 
     def _death(self, exc: BaseException) -> str:
         handle = self._worker[0]
         status = handle.exit_description() if handle is not None else ""  # e.g. "signal SIGSEGV"
         return f"the REPL worker process died{f' ({status})' if status else ''}"
 
-    def _host_call(self, env: dict[str, Any], name: str, payload: bytes) -> dict[str, Any]:
+    def _host_call(
+        self, env: dict[str, Any], name: str, call: tuple[list[Any], dict[str, Any]]
+    ) -> dict[str, Any]:
         fn = env.get(name)
         if name not in self._hosts or not callable(fn) or isinstance(fn, (type, WorkerObject)):
             return {"op": "raise", "error": NameError(f"name {name!r} is not defined")}
-        try:
-            args, kwargs = safe_loads(payload)
-        except Exception as exc:
-            return {"op": "raise", "error": TypeError(Texts.unsendable_argument(name, exc))}
+        args, kwargs = call
         try:
             if isinstance(fn, HostCall) and fn.kind != "call" and not kwargs:
+                self._check_prepared(fn, args)
                 result = fn.prepared(*args)  # FINAL / FINAL_VAR: prepared in the worker
             else:
                 result = fn(*args, **kwargs)
@@ -415,12 +503,33 @@ class ProcessRunner:
             return {"op": "raise", "error": REPLError(Texts.unsendable_result(name, result))}
         return {"op": "return", "value": result}
 
-    def _finish(self, reply: dict[str, Any], env: dict[str, Any]) -> str:
-        value: Any
-        self.last_checked = tuple(reply.get("checked", ()))
-        self.last_changed = frozenset([*reply["removed"], *reply.get("aliases", {}), *reply["values"]])
-        aliased = {key: self._sent.get(origin) for key, origin in reply.get("aliases", {}).items()}
-        for key in reply["removed"]:
+    def _check_prepared(self, fn: HostCall, args: list[Any]) -> None:
+        """FINAL's text and FINAL_VAR's name and text, held to the limits here as well: the
+        worker made them, and a worker may lie about their size."""
+        limit = self.config.limits.answer_chars
+        if (
+            fn.kind == "answer_var"
+            and args
+            and not (type(args[0]) is str and len(args[0]) <= replies.NAME_LIMIT)
+        ):
+            raise TypeError(f"{fn.__name__}() takes the name of a variable, a short str")
+        texts = args[:1] if fn.kind == "answer" else args[1:2] if fn.kind == "answer_var" else []
+        for text in texts:
+            if limit is not None and type(text) is str and len(text) > limit:
+                raise REPLError(Texts.answer_too_long(len(text), limit))
+
+    def _finish(self, reply: replies.Done, env: dict[str, Any], op: str) -> str:
+        try:
+            decoded = self._decode_values(reply)
+        except (wire.WireError, replies.WorkerFault) as exc:
+            died = self._fault(exc)
+            text = died.text + self._lost(env)
+            self._drop()
+            raise died.error(text) from None
+        self.last_checked = reply.checked
+        self.last_changed = frozenset([*reply.removed, *reply.aliases, *reply.values])
+        aliased = {key: self._sent.get(origin) for key, origin in reply.aliases.items()}
+        for key in reply.removed:
             env.pop(key, None)
             self._sent.pop(key, None)
             self._held.discard(key)
@@ -432,42 +541,50 @@ class ProcessRunner:
                 self._held.discard(key)
             env[key] = value
             self._sent[key] = value
-        for key, (type_name, kept, data) in reply["values"].items():
-            if kept and not data:  # stays in the worker (too big to cross, or not plain data)
-                value = WorkerObject(key, type_name)
-            else:
-                try:
-                    value = safe_loads(data, functools.partial(WorkerObject, key))
-                except Exception:  # a worker that sends something else keeps it
-                    value, kept = WorkerObject(key, type_name), True
+        for key, (value, kept) in decoded.items():
             env[key] = value
             self._sent[key] = value
             if kept:
                 self._held.add(key)
             else:
                 self._held.discard(key)
-        unsent = {**self._notes, **self._unsent, **reply["unloadable"]}
+        unsent = {**self._notes, **self._unsent, **reply.unloadable}
         self._notes = {}
-        if not unsent:
-            return self._outcome(reply["result"])
-        note = "\n" + "\n".join(
-            f"Note: variable {key!r} could not be passed into the REPL worker process ({why}); "
+        note = "".join(
+            f"\nNote: variable {key!r} could not be passed into the REPL worker process ({why}); "
             "the code does not see it"
             for key, why in sorted(unsent.items())
         )
         try:
-            return self._outcome(reply["result"]) + note
+            return self._outcome(reply.result, op) + note
         except REPLError as exc:
             raise type(exc)(str(exc) + note) from None
 
-    @staticmethod
-    def _outcome(result: dict[str, Any]) -> str:
-        if result["ok"]:
-            return str(result["text"])
-        error_type = getattr(_errors, result["error"], None)
-        if not (isinstance(error_type, type) and issubclass(error_type, REPLError)):
-            error_type = REPLError
-        raise error_type(result["text"])
+    def _decode_values(self, reply: replies.Done) -> dict[str, tuple[Any, bool]]:
+        """Every changed variable's value (a :class:`WorkerObject` for what stayed in the
+        worker), decoded before any of them touches ``env``: one message, one item count."""
+        decoder = wire.Decoder(self._limits())
+        values: dict[str, tuple[Any, bool]] = {}
+        for key, changed in reply.values.items():
+            if changed.kept and not changed.data:  # stays in the worker (too big, or not plain data)
+                values[key] = WorkerObject(key, changed.type_name), True
+            else:
+                values[key] = decoder.decode(changed.data, functools.partial(WorkerObject, key)), changed.kept
+        return values
+
+    def _outcome(self, result: replies.StepResult, op: str) -> str:
+        """The step's text (cut at the parent's own limit), or its error raised."""
+        text = result.text
+        answer_limit = self.config.limits.answer_chars
+        if op == "render" and result.ok and answer_limit is not None and len(text) > answer_limit:
+            raise REPLError(Texts.answer_too_long(len(text), answer_limit))
+        cap = self.config.max_output_chars + TEXT_SLACK
+        if len(text) > cap:
+            text = text[:cap] + Texts.cut_by_parent(cap)
+        if result.ok:
+            return text
+        error_type = getattr(_errors, result.error, REPLError)
+        raise error_type(text)
 
     def _lost(self, env: dict[str, Any]) -> str:
         """Drop the variables a killed worker took with it (whole or in part); the notice naming them."""

@@ -28,6 +28,7 @@ import os
 import pickle
 import re
 import socket
+from collections.abc import Callable
 from typing import Any
 
 try:  # hashlib would load OpenSSL too: ~2 ms of the fork server's start, for one hash
@@ -40,12 +41,14 @@ from ..inline import InlineRunner
 from ..restrict.deadline import host_code
 from ..restrict.modules import proxy_for_module
 from ..texts import Texts
-from . import rlimits
-from .channel import PROTOCOL, Channel, dumps_plain
+from . import rlimits, wire
+from .channel import PROTOCOL, Channel
 from .mapped import MAX_MAPPED, close_all
 from .mapped import read as mapped_read
 
-__all__ = ["serve"]
+__all__ = ["ESCAPED", "serve"]
+
+ESCAPED = "#escaped\n"
 
 _ATOMIC = (str, bytes, int, float, bool, type(None), complex)
 """Values whose unchanged identity means an unchanged value (nothing inside can change)."""
@@ -99,8 +102,8 @@ class _Remote:
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         try:
-            payload = pickle.dumps((args, kwargs), protocol=pickle.HIGHEST_PROTOCOL)
-        except Exception as exc:
+            payload = wire.encode([list(args), kwargs])
+        except wire.Unplain as exc:
             raise TypeError(Texts.unsendable_argument(self.__name__, exc)) from None
         self._channel.send({"op": "call", "name": self.__name__, "payload": payload})
         reply = self._channel.recv()
@@ -250,6 +253,7 @@ class _Session:
         shared = self.shared
         values: dict[str, tuple[str, bool, bytes]] = {}
         aliases: dict[str, str] = {}
+        encoder = wire.Encoder()  # one message: one item budget, as the parent counts it
         self.checked = checked = []
         for key, value in ns.items():
             seen, seen_print = known.get(key, (_UNSEEN, None))
@@ -271,8 +275,8 @@ class _Session:
                 continue
             snapshot = _Snapshot.of(value)
             try:
-                data, kept = dumps_plain(value)
-            except Exception:  # too deep (RecursionError) or too big (MemoryError) to pickle
+                data, kept = encoder.value(value)
+            except Exception:  # a model's __repr__ failing oddly, memory
                 data, kept = b"", True  # the parent makes a bare stand-in of what it cannot load
             print_: object
             if shared is not None and key not in shared and len(data) > KEEP_BYTES:
@@ -395,7 +399,7 @@ def _fingerprint(value: Any) -> object:
     if isinstance(value, _ATOMIC):
         return None
     snapshot = _Snapshot.of(value)
-    return snapshot if snapshot is not None else _digest(dumps_plain(value)[0])
+    return snapshot if snapshot is not None else _digest(wire.encode_value(value)[0])
 
 
 def _result(call: Any, *args: Any) -> dict[str, Any]:
@@ -418,9 +422,14 @@ def _done(session: _Session, result: dict[str, Any], failed: dict[str, str], tou
     }
 
 
-def serve(sock: socket.socket) -> None:
-    """Serve one session until the parent closes the channel."""
-    channel = Channel(sock, trusted=True, max_fds=MAX_MAPPED)
+def serve(sock: socket.socket, escaped: Callable[[str, Channel, dict[str, Any]], None] | None = None) -> None:
+    """Serve one session until the parent closes the channel.
+
+    ``escaped``: for security tests only (:func:`.escapehook.serve_repl`, an entry only the host
+    can choose): a step whose code starts with :data:`ESCAPED` is handed to it with the channel,
+    as if model code had escaped every layer above the OS; it answers the parent (or not) itself.
+    """
+    channel = Channel(sock, peer="parent", max_fds=MAX_MAPPED)
     init = channel.recv()
     if init.get("op") != "init" or init.get("protocol") != PROTOCOL:
         channel.send({"op": "refused", "protocol": PROTOCOL})
@@ -437,6 +446,9 @@ def serve(sock: socket.socket) -> None:
         op = message["op"]
         if op == "step":
             failed = session.sync(message)
+            if escaped is not None and message["code"].startswith(ESCAPED):
+                escaped(message["code"], channel, session.ns)
+                continue
             session.cap()
             touched = session.touches(message["code"])
             result = _result(runner.execute, message["code"], session.ns)
@@ -462,7 +474,7 @@ def _fetch(ns: dict[str, Any], name: str, limit: int | None) -> bytes | None:
     if name not in ns:
         return None
     try:
-        data, kept = dumps_plain(ns[name])
+        data, kept = wire.encode_value(ns[name])
     except Exception:
         return None
     return None if kept or (limit is not None and len(data) > limit - 4096) else data

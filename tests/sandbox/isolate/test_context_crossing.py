@@ -142,11 +142,11 @@ def test_descriptors_never_reach_the_untrusting_side() -> None:
     worker_end, parent_end = socket.socketpair()
     fd, _, _ = mapped.write(TEXT)
     try:
-        Channel(worker_end, trusted=True).send({"op": "done"}, [fd])
+        Channel(worker_end, peer="parent").send({"op": "done"}, [fd])
         os.close(fd)
         fd = -1
         before = open_fds()
-        message = Channel(parent_end, trusted=False).recv(time.monotonic() + 10)
+        message = Channel(parent_end, peer="worker").recv(time.monotonic() + 10)
         assert message == {"op": "done"} and open_fds() == before
     finally:
         if fd >= 0:
@@ -159,9 +159,9 @@ def test_descriptors_come_with_their_message() -> None:
     parent_end, worker_end = socket.socketpair()
     fds = [mapped.write(TEXT)[0], mapped.write(DATA)[0]]
     try:
-        Channel(parent_end, trusted=True).send({"op": "step", "n": 1}, fds)
-        Channel(parent_end, trusted=True).send({"op": "step", "n": 2})
-        receiver = Channel(worker_end, trusted=True, max_fds=4)
+        Channel(parent_end, peer="worker").send({"op": "step", "n": 1}, fds)
+        Channel(parent_end, peer="worker").send({"op": "step", "n": 2})
+        receiver = Channel(worker_end, peer="parent", max_fds=4)
         first, second = receiver.recv(), receiver.recv()
         assert first["n"] == 1 and len(first["fds"]) == 2 and "fds" not in second
         assert mapped.read(first["fds"][0], "str", len(TEXT.encode("utf-8", "surrogatepass"))) == TEXT

@@ -1,0 +1,223 @@
+"""What a worker may send its parent, and the parent's check of each message's shape.
+
+:mod:`.wire` makes sure a message is a bounded tree of plain values; this module makes sure it
+is the *right* tree: one of the ops the parent is waiting for, answering the request it sent
+(the sequence number), with each field of the type and size the protocol says. Anything else
+is a :class:`WorkerFault` (the parent replaces the worker and fails the step), never a
+``KeyError`` or ``TypeError`` from deep inside the runner. Texts are only ever sliced here,
+never made with ``str()`` from an object.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from typing import Any
+
+from .wire import NAME_CHARS
+
+__all__ = [
+    "NAME_LIMIT",
+    "NOTE_CHARS",
+    "Call",
+    "Changed",
+    "Done",
+    "Ready",
+    "Refused",
+    "Reply",
+    "StepResult",
+    "Synced",
+    "Value",
+    "WorkerFault",
+    "parse",
+]
+
+NAME_LIMIT = 10_000
+"""The longest variable or host-function name a worker may send (longer: a fault)."""
+NOTE_CHARS = 1_000
+"""A worker's note on a value it could not load is cut to this many characters."""
+_ERRORS = frozenset({"REPLError", "REPLTimeoutError", "REPLSecurityError", "FinalVarMissingError"})
+"""The error classes a worker may name for a failed step (anything else reads as REPLError)."""
+
+
+class WorkerFault(Exception):
+    """A worker's message is not what the protocol allows (``limit``: the limit it passed, if
+    that is what was wrong; ``what`` says what it was)."""
+
+    def __init__(self, what: str, limit: str | None = None) -> None:
+        super().__init__(what)
+        self.what = what
+        self.limit = limit
+
+
+@dataclasses.dataclass(frozen=True)
+class Ready:
+    pid: int
+
+
+@dataclasses.dataclass(frozen=True)
+class Refused:
+    protocol: int | None
+
+
+@dataclasses.dataclass(frozen=True)
+class StepResult:
+    """How the step ended in the worker: its observation, or the error class and text."""
+
+    ok: bool
+    text: str
+    error: str = "REPLError"
+
+
+@dataclasses.dataclass(frozen=True)
+class Changed:
+    """One variable the step changed: its type name, whether it stayed in the worker (whole or
+    in part), and its :mod:`.wire` encoding (empty when it stayed whole)."""
+
+    type_name: str
+    kept: bool
+    data: bytes
+
+
+@dataclasses.dataclass(frozen=True)
+class Done:
+    result: StepResult
+    values: dict[str, Changed]
+    removed: tuple[str, ...]
+    aliases: dict[str, str]
+    unloadable: dict[str, str]
+    checked: tuple[str, ...]
+
+
+@dataclasses.dataclass(frozen=True)
+class Synced:
+    unloadable: dict[str, str]
+
+
+@dataclasses.dataclass(frozen=True)
+class Value:
+    found: bytes | None
+
+
+@dataclasses.dataclass(frozen=True)
+class Call:
+    name: str
+    payload: bytes
+
+
+Reply = Ready | Refused | Done | Synced | Value | Call
+
+
+def _fault(what: str) -> WorkerFault:
+    return WorkerFault(f"a malformed message ({what})")
+
+
+def _field(message: dict[Any, Any], key: str, kind: type) -> Any:
+    value = message.get(key)
+    if type(value) is not kind:
+        raise _fault(f"{key!r} is not a {kind.__name__}")
+    return value
+
+
+def _name(value: Any, what: str) -> str:
+    if type(value) is not str or not value or len(value) > NAME_LIMIT:
+        raise _fault(f"{what} is not a name")
+    return value
+
+
+def _names(value: Any, what: str) -> tuple[str, ...]:
+    if type(value) is not list:
+        raise _fault(f"{what} is not a list")
+    return tuple(_name(item, what) for item in value)
+
+
+def _notes(value: Any, what: str) -> dict[str, str]:
+    if type(value) is not dict:
+        raise _fault(f"{what} is not a map")
+    notes = {}
+    for key, note in value.items():
+        if type(note) is not str:
+            raise _fault(f"a note in {what} is not a str")
+        notes[_name(key, what)] = note[:NOTE_CHARS]
+    return notes
+
+
+def _result(value: Any) -> StepResult:
+    if type(value) is not dict or type(value.get("ok")) is not bool or type(value.get("text")) is not str:
+        raise _fault("the step's result is not {ok, text}")
+    error = value.get("error", "REPLError")
+    return StepResult(value["ok"], value["text"], error if error in _ERRORS else "REPLError")
+
+
+def _changed(value: Any) -> Changed:
+    if not (
+        type(value) is list
+        and len(value) == 3
+        and type(value[0]) is str
+        and type(value[1]) is bool
+        and type(value[2]) is bytes
+    ):
+        raise _fault("a changed variable is not (type, kept, data)")
+    return Changed(value[0][:NAME_CHARS], value[1], value[2])
+
+
+def _done(message: dict[Any, Any]) -> Done:
+    values = _field(message, "values", dict)
+    aliases = _field(message, "aliases", dict)
+    return Done(
+        result=_result(message.get("result")),
+        values={_name(key, "a variable"): _changed(value) for key, value in values.items()},
+        removed=_names(message.get("removed"), "a removed variable"),
+        aliases={_name(k, "an alias"): _name(v, "an alias") for k, v in aliases.items()},
+        unloadable=_notes(message.get("unloadable"), "unloadable"),
+        checked=_names(message.get("checked", []), "a checked variable"),
+    )
+
+
+def _value(message: dict[Any, Any]) -> Value:
+    found = message.get("found")
+    if found is not None and type(found) is not bytes:
+        raise _fault("a fetched value is not bytes")
+    return Value(found)
+
+
+def _ready(message: dict[Any, Any]) -> Ready:
+    return Ready(_field(message, "pid", int))
+
+
+def _refused(message: dict[Any, Any]) -> Refused:
+    protocol = message.get("protocol")
+    return Refused(protocol if type(protocol) is int else None)
+
+
+def _synced(message: dict[Any, Any]) -> Synced:
+    return Synced(_notes(message.get("unloadable"), "unloadable"))
+
+
+def _call(message: dict[Any, Any]) -> Call:
+    return Call(_name(message.get("name"), "a host function"), _field(message, "payload", bytes))
+
+
+_PARSERS: dict[str, Callable[[dict[Any, Any]], Reply]] = {
+    "ready": _ready,
+    "refused": _refused,
+    "done": _done,
+    "synced": _synced,
+    "value": _value,
+    "call": _call,
+}
+
+
+def parse(message: dict[Any, Any], expected: tuple[str, ...], seq: int | None) -> Reply:
+    """The typed reply ``message`` is, if it is one of the ``expected`` ops answering request
+    ``seq`` (None: a message before any request, which carries none); :class:`WorkerFault` else."""
+    op = message.get("op")
+    if type(op) is not str or op not in expected:
+        raise WorkerFault(
+            f"an unexpected message (op {str(op)[:40]!r} where {'/'.join(expected)} belongs)"
+            if type(op) is str
+            else "a message without an op"
+        )
+    if message.get("seq") != seq:
+        raise WorkerFault("a message out of turn (it answers another request)")
+    return _PARSERS[op](message)

@@ -1,0 +1,585 @@
+"""What a worker sends its parent: bounded trees of plain values, as MessagePack with limits.
+
+A worker runs model code, and model code may have escaped every layer above the OS (see
+docs/security.md, "The channel"). So the parent decodes what a worker sends as hostile data, and
+the format is chosen so that decoding cannot be a weapon *by construction*, not by an allowlist
+of constructors:
+
+- **No references.** MessagePack has none: a value shared a million times costs its bytes a
+  million times in the message, so a few hundred bytes can never become gigabytes (or an
+  exponential hash) on the parent's side.
+- **No constructor calls with arbitrary arguments.** Containers other than ``list`` and ``dict``
+  (``tuple``, ``set``, ``deque``, ``Counter``...) are an array led by a one-byte marker; the
+  parent builds each from an already decoded, already counted list, after checking the
+  arguments' types (a ``deque`` gets a materialised list and a bounded ``maxlen``, never an
+  iterator). Leaves outside MessagePack (``complex``, big ``int``, ``bytearray``, a class, a
+  stand-in for a value that stays in the worker) have fixed, length-checked layouts.
+- **Limits checked while decoding.** :class:`WireLimits`: the message's bytes (announced
+  lengths never exceed them), the number of items across the whole message (counted as each
+  container closes, so decoding stops at the first container over it), the depth (MessagePack
+  itself stops at 1,024 levels, so nothing hashed while decoding is deeper than that; the tree is
+  then held to :data:`MAX_DEPTH`), and the size of a big ``int``. Every failure is a
+  :class:`WireError` naming the limit or the malformation, never another exception.
+
+The worker encodes with the same limits (:func:`encode_value`): what the parent would refuse, a
+legitimate worker keeps (the parent gets a stand-in naming its type).
+"""
+
+from __future__ import annotations
+
+import builtins
+import collections
+import dataclasses
+import datetime
+import decimal
+import fractions
+import struct
+import types
+from collections.abc import Callable
+from typing import Any, NoReturn
+
+import msgpack
+
+__all__ = [
+    "MAX_DEPTH",
+    "MAX_INT_BYTES",
+    "MAX_ITEMS",
+    "NAME_CHARS",
+    "PLAIN_CLASSES",
+    "Decoder",
+    "Encoder",
+    "Unplain",
+    "WireError",
+    "WireLimits",
+    "decode",
+    "encode",
+    "encode_value",
+    "pack_message",
+    "short_repr",
+]
+
+MAX_DEPTH = 100
+"""Nesting of containers in one value (a list in a list... counts one per level)."""
+MAX_ITEMS = 1 << 22
+"""Elements (a dict entry counts two) across one decoded message or value."""
+MAX_INT_BYTES = 1 << 12
+"""The longest ``int`` that crosses, in bytes (about 9,860 decimal digits)."""
+NAME_CHARS = 200
+"""Type names and the reprs carried by stand-ins are cut to this many characters."""
+
+_MARK, _BIGINT, _COMPLEX, _BYTEARRAY, _STANDIN, _CLASS = 1, 2, 3, 4, 5, 6
+_COMPLEX_LAYOUT = struct.Struct("!dd")
+_NAME_LENGTH = struct.Struct("!H")
+
+
+class WireError(ValueError):
+    """What a worker sent is not a well-formed, within-limits message.
+
+    ``limit`` names the limit that was passed (``"bytes"``, ``"items"``, ``"depth"``,
+    ``"int_bytes"``), or is None for a malformation (``what`` says which).
+    """
+
+    def __init__(self, what: str, limit: str | None = None) -> None:
+        super().__init__(what)
+        self.what = what
+        self.limit = limit
+
+
+class Unplain(TypeError):
+    """A value (or something inside it) is not plain data, and no stand-in was allowed."""
+
+
+@dataclasses.dataclass(frozen=True)
+class WireLimits:
+    """The parent's limits for one message (``max_bytes`` None: no byte limit)."""
+
+    max_bytes: int | None = None
+    max_items: int = MAX_ITEMS
+    max_depth: int = MAX_DEPTH
+    max_int_bytes: int = MAX_INT_BYTES
+
+
+_EXCEPTIONS: dict[str, type[BaseException]] = {
+    name: value
+    for name, value in vars(builtins).items()
+    if isinstance(value, type) and issubclass(value, BaseException)
+}
+_CLASS_NAMES: dict[type, str] = {
+    cls: f"{cls.__module__}.{cls.__qualname__}"
+    for cls in (
+        bool, bytearray, bytes, complex, dict, float, frozenset, int, list, range, set, slice, str,
+        tuple, collections.Counter, collections.OrderedDict, collections.defaultdict,
+        collections.deque, datetime.date, datetime.datetime, datetime.time, datetime.timedelta,
+        datetime.timezone, decimal.Decimal, fractions.Fraction, types.SimpleNamespace,
+        *_EXCEPTIONS.values(),
+    )
+}  # fmt: skip
+_CLASSES = {name: cls for cls, name in _CLASS_NAMES.items()}
+PLAIN_CLASSES = frozenset(_CLASS_NAMES)
+"""The classes whose instances cross as plain data (and which cross as values themselves)."""
+
+
+# --- the worker's side ------------------------------------------------------------------------
+
+
+def short_repr(value: Any, limit: int = NAME_CHARS) -> str:
+    """``repr(value)``, at most ``limit`` characters, never raising."""
+    try:
+        text = repr(value)
+    except BaseException:
+        return f"<{type(value).__name__}>"
+    if type(text) is not str:
+        return f"<{type(value).__name__}>"
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _standin(value: Any) -> msgpack.ExtType:
+    name = type(value).__qualname__[:NAME_CHARS].encode("utf-8", "replace")
+    shown = short_repr(value).encode("utf-8", "replace")
+    return msgpack.ExtType(_STANDIN, _NAME_LENGTH.pack(len(name)) + name + shown)
+
+
+def _marked(kind: int, *parts: Any) -> list[Any]:
+    return [_MARKS[kind], *parts]
+
+
+_TUPLE, _SET, _FROZENSET, _COUNTER, _ORDERED, _DEFAULT, _DEQUE, _NAMESPACE = range(1, 9)
+_SLICE, _RANGE, _EXCEPTION, _DATE, _DATETIME, _TIME, _TIMEDELTA, _TIMEZONE = range(9, 17)
+_DECIMAL, _FRACTION = 17, 18
+_MARKS = {kind: msgpack.ExtType(_MARK, bytes([kind])) for kind in range(1, 19)}
+_REDUCED = {
+    datetime.date: _DATE,
+    datetime.datetime: _DATETIME,
+    datetime.time: _TIME,
+    datetime.timedelta: _TIMEDELTA,
+    datetime.timezone: _TIMEZONE,
+}
+
+
+def _to_wire(value: Any, stand_ins: bool) -> Any:
+    """``msgpack``'s ``default``: what a value that is not native MessagePack becomes."""
+    kind = type(value)
+    if kind is tuple:
+        return _marked(_TUPLE, *value)
+    if kind is set or kind is frozenset:
+        return _marked(_SET if kind is set else _FROZENSET, *value)
+    if kind is int:  # past 64 bits
+        size = value.bit_length() // 8 + 1
+        if size > MAX_INT_BYTES:
+            return _refuse(value, stand_ins)
+        return msgpack.ExtType(_BIGINT, value.to_bytes(size, "big", signed=True))
+    if kind is complex:
+        return msgpack.ExtType(_COMPLEX, _COMPLEX_LAYOUT.pack(value.real, value.imag))
+    if kind is bytearray:
+        return msgpack.ExtType(_BYTEARRAY, bytes(value))
+    if kind is collections.Counter or kind is collections.OrderedDict:
+        return _marked(_COUNTER if kind is collections.Counter else _ORDERED, dict(value))
+    if kind is collections.defaultdict:
+        return _marked(_DEFAULT, value.default_factory, dict(value))
+    if kind is collections.deque:
+        return _marked(_DEQUE, value.maxlen, list(value))
+    if kind is types.SimpleNamespace:
+        return _marked(_NAMESPACE, dict(vars(value)))
+    if kind is slice or kind is range:
+        return _marked(_SLICE if kind is slice else _RANGE, value.start, value.stop, value.step)
+    if kind in _REDUCED:
+        return _marked(_REDUCED[kind], *value.__reduce__()[1])
+    if kind is decimal.Decimal:
+        return _marked(_DECIMAL, str(value))
+    if kind is fractions.Fraction:
+        return _marked(_FRACTION, value.numerator, value.denominator)
+    if _EXCEPTIONS.get(kind.__name__) is kind:
+        return _marked(_EXCEPTION, kind.__name__, list(value.args))
+    if kind is type and value in _CLASS_NAMES:
+        return msgpack.ExtType(_CLASS, _CLASS_NAMES[value].encode())
+    return _refuse(value, stand_ins)
+
+
+def _refuse(value: Any, stand_ins: bool) -> Any:
+    if stand_ins:
+        return _standin(value)
+    raise Unplain(f"a {type(value).__name__} is not plain data")
+
+
+_LEAVES = frozenset({str, bytes, int, float, bool, type(None), complex})
+_NATIVE_BYTES = frozenset({bytearray, memoryview})
+"""Packed by msgpack as ``bytes`` whatever ``strict_types`` says: swapped before packing."""
+_SEQUENCES = frozenset({list, tuple, set, frozenset, collections.deque})
+_MAPPINGS = frozenset({dict, collections.Counter, collections.OrderedDict, collections.defaultdict})
+
+
+def _cost(value: Any, budget: int) -> tuple[int, bool] | None:
+    """The items ``value`` costs the parent's count (never less than the parent counts: a
+    marked container's marker and wrapper count too), or None when it is over ``budget`` or
+    :data:`MAX_DEPTH`. No sharing: a list holding one list twice counts it twice; counting
+    stops as soon as it is over, so a value that shares itself exponentially costs at most the
+    budget. The flag: whether it holds a ``bytearray`` or ``memoryview`` (see :func:`_swap`)."""
+    left = budget
+    swap = False
+    pending: list[tuple[Any, int]] = [(value, 0)]
+    while pending:
+        item, depth = pending.pop()
+        kind = type(item)
+        if kind in _LEAVES:
+            continue
+        if depth >= MAX_DEPTH:
+            return None
+        if kind in _SEQUENCES:
+            left -= 3 + len(item)
+            children: Any = item
+        elif kind in _MAPPINGS:
+            left -= 3 + 2 * len(item)
+            children = [*item, *item.values()]
+        elif kind is types.SimpleNamespace:
+            left -= 3 + 2 * len(vars(item))
+            children = list(vars(item).values())
+        elif _EXCEPTIONS.get(kind.__name__) is kind:
+            left -= 3 + len(item.args)
+            children = item.args
+        elif kind is slice:
+            left -= 4
+            children = (item.start, item.stop, item.step)
+        else:
+            swap = swap or kind in _NATIVE_BYTES
+            left -= 4
+            continue
+        if left < 0:
+            return None
+        pending.extend((child, depth + 1) for child in children if type(child) not in _LEAVES)
+    return budget - left, swap
+
+
+def _swap(item: Any, stand_ins: bool, kept: list[bool]) -> Any:
+    """``item`` with each ``bytearray`` as its own extension type and each ``memoryview``
+    refused (msgpack would pack both as ``bytes``); lists and dicts rebuilt, the marked
+    containers are rebuilt by ``default`` (only for values that hold one: rare)."""
+    kind = type(item)
+    if kind is bytearray:
+        return msgpack.ExtType(_BYTEARRAY, bytes(item))
+    if kind is memoryview:
+        kept.append(True)
+        return _refuse(item, stand_ins)
+    if kind is list:
+        return [_swap(child, stand_ins, kept) for child in item]
+    if kind is dict:
+        return {_swap(key, stand_ins, kept): _swap(child, stand_ins, kept) for key, child in item.items()}
+    return item
+
+
+class Encoder:
+    """The worker's side of one message: values encoded against one shared item budget, so
+    that what it sends in one message is never over what the parent counts for one message."""
+
+    def __init__(self, budget: int = MAX_ITEMS) -> None:
+        self.left = budget
+
+    def value(self, value: Any, *, stand_ins: bool = True) -> tuple[bytes, bool]:
+        """``value`` for the parent, and whether anything in it had to stay behind.
+
+        With ``stand_ins``, a value that is not plain data (a function, an instance of a
+        model's class, a module proxy) becomes a stand-in carrying its type name and a short
+        repr, wherever it sits; a value over the limits crosses as ``(b"", True)`` (the parent
+        names it by type). Without, either raises :class:`Unplain`.
+        """
+        counted = _cost(value, self.left)
+        if counted is None:
+            if stand_ins:
+                return b"", True
+            raise Unplain(f"a {type(value).__name__} over the limits of what leaves the worker")
+        cost, swap = counted
+        kept: list[bool] = []
+
+        def default(item: Any) -> Any:
+            wired = _to_wire(item, stand_ins)
+            if type(wired) is msgpack.ExtType and wired.code == _STANDIN:
+                kept.append(True)
+            elif swap and type(wired) is list:
+                wired = [wired[0], *(_swap(child, stand_ins, kept) for child in wired[1:])]
+            return wired
+
+        if swap:
+            value = _swap(value, stand_ins, kept)
+
+        try:
+            data = msgpack.packb(
+                value, default=default, strict_types=True, use_bin_type=True, unicode_errors="surrogatepass"
+            )
+        except (ValueError, OverflowError, MemoryError) as exc:  # msgpack's nesting limit, memory
+            if stand_ins:
+                return b"", True
+            raise Unplain(f"{type(exc).__name__}: {exc}") from None
+        self.left -= cost
+        return data, bool(kept)
+
+
+def encode_value(value: Any, *, stand_ins: bool = True) -> tuple[bytes, bool]:
+    """One value on its own (see :meth:`Encoder.value`)."""
+    return Encoder().value(value, stand_ins=stand_ins)
+
+
+def encode(value: Any) -> bytes:
+    """Plain data only (host-call arguments): :class:`Unplain` for anything else."""
+    return encode_value(value, stand_ins=False)[0]
+
+
+def pack_message(message: dict[str, Any]) -> bytes:
+    """A message's envelope (strings, numbers, bytes, lists and string-keyed dicts)."""
+    return bytes(msgpack.packb(message, use_bin_type=True, unicode_errors="surrogatepass"))
+
+
+# --- the parent's side ------------------------------------------------------------------------
+
+
+class _Marker:
+    """A decoded container marker: only ever the first element of the array it leads."""
+
+    __slots__ = ("kind",)
+    __hash__ = None  # type: ignore[assignment]  # so a stray marker can never be a dict key
+
+    def __init__(self, kind: int) -> None:
+        self.kind = kind
+
+
+_MARKERS = {bytes([kind]): _Marker(kind) for kind in range(1, 19)}
+
+
+def _bad(what: str, limit: str | None = None) -> NoReturn:
+    raise WireError(what, limit)
+
+
+def _mapping(parts: list[Any], at: int) -> dict[Any, Any]:
+    if len(parts) != at + 1 or type(parts[at]) is not dict:
+        _bad("a mapping's entries are not a map")
+    return parts[at]  # type: ignore[no-any-return]
+
+
+def _int_or_none(value: Any) -> bool:
+    return value is None or type(value) is int
+
+
+def _build(kind: int, parts: list[Any]) -> Any:
+    """The container a marked array stands for, from its decoded parts (types checked first)."""
+    if kind == _TUPLE:
+        return tuple(parts)
+    if kind == _SET:
+        return set(parts)
+    if kind == _FROZENSET:
+        return frozenset(parts)
+    if kind == _COUNTER:
+        return collections.Counter(_mapping(parts, 0))
+    if kind == _ORDERED:
+        return collections.OrderedDict(_mapping(parts, 0))
+    if kind == _DEFAULT:
+        factory = parts[0] if parts else None
+        if not (factory is None or factory in _CLASS_NAMES or getattr(factory, "__rlm_stand_in__", None)):
+            _bad("a defaultdict's factory is not a plain class")
+        return collections.defaultdict(factory, _mapping(parts, 1))
+    if kind == _DEQUE:
+        if len(parts) != 2 or type(parts[1]) is not list or not _int_or_none(parts[0]):
+            _bad("a deque is not (maxlen, items)")
+        if parts[0] is not None and not 0 <= parts[0] < 1 << 62:
+            _bad("a deque's maxlen is out of range")
+        return collections.deque(parts[1], parts[0])
+    if kind == _NAMESPACE:
+        attributes = _mapping(parts, 0)
+        if not all(type(key) is str for key in attributes):
+            _bad("a namespace has a key that is not a str")
+        return types.SimpleNamespace(**attributes)
+    if kind in (_SLICE, _RANGE):
+        if len(parts) != 3:
+            _bad("a slice or range is not (start, stop, step)")
+        if kind == _SLICE:
+            return slice(*parts)
+        if not all(type(p) is int for p in parts) or parts[2] == 0:
+            _bad("a range is not three ints with a non-zero step")
+        return range(*parts)
+    if kind == _EXCEPTION:
+        if len(parts) != 2 or type(parts[0]) is not str or type(parts[1]) is not list:
+            _bad("an exception is not (name, args)")
+        cls = _EXCEPTIONS.get(parts[0])
+        if cls is None:
+            _bad("an exception that is not a builtin one")
+        return cls(*parts[1])
+    if kind in (_DATE, _DATETIME, _TIME, _TIMEDELTA, _TIMEZONE):
+        return _moment(kind, parts)
+    if kind == _DECIMAL:
+        if len(parts) != 1 or type(parts[0]) is not str or len(parts[0]) > 4 * MAX_INT_BYTES:
+            _bad("a Decimal is not a short str")
+        return decimal.Decimal(parts[0])
+    if len(parts) != 2 or not all(type(p) is int for p in parts) or parts[1] <= 0:
+        _bad("a Fraction is not (int, positive int)")
+    return fractions.Fraction(parts[0], parts[1])
+
+
+def _moment(kind: int, parts: list[Any]) -> Any:
+    """``date`` / ``datetime`` / ``time`` from their fixed-size state bytes (and a ``timezone``),
+    ``timedelta`` from three ints, ``timezone`` from a ``timedelta`` and a short name."""
+    if kind == _TIMEDELTA:
+        if len(parts) != 3 or not all(type(p) is int for p in parts):
+            _bad("a timedelta is not three ints")
+        return datetime.timedelta(*parts)
+    if kind == _TIMEZONE:
+        if not 1 <= len(parts) <= 2 or type(parts[0]) is not datetime.timedelta:
+            _bad("a timezone is not (offset, [name])")
+        if len(parts) == 2 and (type(parts[1]) is not str or len(parts[1]) > NAME_CHARS):
+            _bad("a timezone's name is not a short str")
+        return datetime.timezone(*parts)
+    if not 1 <= len(parts) <= 2 or type(parts[0]) is not bytes or len(parts[0]) > 10:
+        _bad("a date or time is not its state bytes")
+    if len(parts) == 2 and (kind == _DATE or type(parts[1]) is not datetime.timezone):
+        _bad("a date or time's zone is not a timezone")
+    cls = {_DATE: datetime.date, _DATETIME: datetime.datetime, _TIME: datetime.time}[kind]
+    return cls(*parts)
+
+
+class _Decoding:
+    """One message's decoding: the hooks msgpack calls, sharing one item count."""
+
+    def __init__(self, limits: WireLimits, stand_in: Callable[[str, str], Any] | None) -> None:
+        self.limits = limits
+        self.stand_in = stand_in
+        self.items = 0
+
+    def count(self, n: int) -> None:
+        self.items += n
+        if self.items > self.limits.max_items:
+            _bad(f"more than {self.limits.max_items} items", "items")
+
+    def on_list(self, items: list[Any]) -> Any:
+        self.count(len(items))
+        if items and type(items[0]) is _Marker:
+            return _build(items[0].kind, items[1:])
+        return items
+
+    def on_map(self, entries: dict[Any, Any]) -> Any:
+        self.count(2 * len(entries))
+        return entries
+
+    def on_ext(self, code: int, data: bytes) -> Any:
+        if code == _MARK:
+            marker = _MARKERS.get(data)
+            if marker is None:
+                _bad("an unknown container marker")
+            return marker
+        if code == _BIGINT:
+            if len(data) > self.limits.max_int_bytes:
+                _bad(f"an int of more than {self.limits.max_int_bytes} bytes", "int_bytes")
+            return int.from_bytes(data, "big", signed=True)
+        if code == _COMPLEX:
+            if len(data) != _COMPLEX_LAYOUT.size:
+                _bad("a complex of the wrong size")
+            return complex(*_COMPLEX_LAYOUT.unpack(data))
+        if code == _BYTEARRAY:
+            return bytearray(data)
+        if code == _CLASS:
+            cls = _CLASSES.get(data.decode("ascii", "replace"))
+            if cls is None:
+                _bad("a class that is not plain data")
+            return cls
+        if code == _STANDIN:
+            return self._standin(data)
+        _bad(f"an unknown extension type {code}")
+
+    def _standin(self, data: bytes) -> Any:
+        if self.stand_in is None:
+            _bad("a value that is not plain data")
+        if len(data) < _NAME_LENGTH.size:
+            _bad("a short stand-in")
+        (size,) = _NAME_LENGTH.unpack_from(data)
+        name = data[_NAME_LENGTH.size : _NAME_LENGTH.size + size].decode("utf-8", "replace")
+        shown = data[_NAME_LENGTH.size + size :].decode("utf-8", "replace")
+        return self.stand_in(name[:NAME_CHARS], shown[: NAME_CHARS + 3])
+
+
+class Decoder:
+    """The parent's side of one message: everything decoded through one decoder (the envelope,
+    then each value in it) shares one item count, so a message of many values is held to the
+    same limits as a message of one."""
+
+    def __init__(
+        self, limits: WireLimits = WireLimits(), stand_in: Callable[[str, str], Any] | None = None
+    ) -> None:
+        self._decoding = _Decoding(limits, stand_in)
+
+    def decode(self, data: bytes, stand_in: Callable[[str, str], Any] | None = None) -> Any:
+        """One message or value from a worker, checked against the limits; :class:`WireError`
+        else. A stand-in is made with ``stand_in(type_name, repr)`` (this call's, else the
+        decoder's; refused without one)."""
+        decoding = self._decoding
+        if stand_in is not None:
+            decoding.stand_in = stand_in
+        limits = decoding.limits
+        if limits.max_bytes is not None and len(data) > limits.max_bytes:
+            _bad(f"a message of {len(data)} bytes, over {limits.max_bytes}", "bytes")
+        left = max(0, limits.max_items - decoding.items)
+        try:
+            value = msgpack.unpackb(
+                data,
+                use_list=True,
+                raw=False,
+                strict_map_key=False,
+                unicode_errors="surrogatepass",
+                list_hook=decoding.on_list,
+                object_hook=decoding.on_map,
+                ext_hook=decoding.on_ext,
+                max_array_len=min(len(data), left),
+                max_map_len=min(len(data) // 2, left // 2),
+            )
+        except WireError:
+            raise
+        except msgpack.StackError:
+            _bad("nested deeper than the decoder's stack", "depth")
+        except (ValueError, TypeError, OverflowError, MemoryError, msgpack.UnpackException) as exc:
+            # msgpack's own errors, a constructor refusing its arguments
+            _bad(f"malformed ({type(exc).__name__}: {str(exc)[:NAME_CHARS]})")
+        _check_tree(value, limits, decoding.stand_in)
+        return value
+
+
+def decode(
+    data: bytes, limits: WireLimits = WireLimits(), stand_in: Callable[[str, str], Any] | None = None
+) -> Any:
+    """One message or value on its own (see :meth:`Decoder.decode`)."""
+    return Decoder(limits, stand_in).decode(data)
+
+
+_PLAIN_LEAVES = frozenset(
+    {
+        str, bytes, int, float, bool, type(None), complex, bytearray, range, datetime.date,
+        datetime.datetime, datetime.time, datetime.timedelta, datetime.timezone, decimal.Decimal,
+        fractions.Fraction, type,
+    }
+)  # fmt: skip
+
+
+def _check_tree(value: Any, limits: WireLimits, stand_in: Callable[[str, str], Any] | None) -> None:
+    """Hold the decoded tree to ``max_depth`` and to plain types (a stray marker, say)."""
+    standin_type = None
+    pending: list[tuple[Any, int]] = [(value, 0)]
+    while pending:
+        item, depth = pending.pop()
+        kind = type(item)
+        if kind in _PLAIN_LEAVES:
+            continue
+        if depth >= limits.max_depth:
+            _bad(f"nested deeper than {limits.max_depth}", "depth")
+        if kind in _SEQUENCES:
+            children: Any = item
+        elif kind in _MAPPINGS:
+            children = [*item, *item.values()]
+            if kind is collections.defaultdict:
+                children.append(item.default_factory)
+        elif kind is types.SimpleNamespace:
+            children = list(vars(item).values())
+        elif kind is slice:
+            children = (item.start, item.stop, item.step)
+        elif _EXCEPTIONS.get(kind.__name__) is kind:
+            children = item.args
+        elif stand_in is not None and getattr(kind, "__rlm_stand_in__", None) is not None:
+            standin_type = standin_type or kind
+            if kind is not standin_type:
+                _bad("a stand-in of another type")
+            continue
+        else:
+            _bad(f"a {kind.__name__} where plain data belongs")
+        pending.extend((child, depth + 1) for child in children if type(child) not in _PLAIN_LEAVES)
