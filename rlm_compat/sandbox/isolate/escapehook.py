@@ -14,8 +14,8 @@ program runs with the global ``PARAMS`` (what the host set up: ports, paths, pid
 exits. One program per worker, so a program's damage never reaches the next.
 
 :func:`serve_repl` is the same idea for the channel: the REPL worker itself, except that a step
-whose code starts with :data:`~.worker.ESCAPED` runs as plain Python with the worker's channel in
-hand (``CHANNEL``, ``send_raw``, ``wire``, ``SEQ``, ``ns``), so a test can send its parent any
+whose code holds :data:`~.worker.ESCAPED` runs (from that line to a closing fence) as plain
+Python with the worker's channel in hand (``CHANNEL``, ``send_raw``, ``wire``, ``SEQ``, ``ns``), so a test can send its parent any
 frame an escaped worker could. The host chooses it (``ProcessRunner(entry="escaped")`` or the
 host's own ``RLM_COMPAT_TEST_WORKER_ENTRY=escaped``), never model code.
 """
@@ -65,6 +65,7 @@ def serve_repl(sock: socket.socket) -> None:
 
 def _run_escaped(code: str, channel: Any, ns: dict[str, Any]) -> None:
     from . import wire
+    from .worker import ESCAPED
 
     def send_raw(payload: bytes, announced: int | None = None) -> None:
         size = len(payload) if announced is None else announced
@@ -78,6 +79,7 @@ def _run_escaped(code: str, channel: Any, ns: dict[str, Any]) -> None:
         "wire": wire,
         "ns": ns,
     }
+    code = code[code.index(ESCAPED) :].split("\n```", 1)[0]  # from the marker to a closing fence
     try:
         exec(compile(code, "<escaped>", "exec"), scope)
     except Exception:

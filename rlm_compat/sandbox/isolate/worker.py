@@ -426,7 +426,7 @@ def serve(sock: socket.socket, escaped: Callable[[str, Channel, dict[str, Any]],
     """Serve one session until the parent closes the channel.
 
     ``escaped``: for security tests only (:func:`.escapehook.serve_repl`, an entry only the host
-    can choose): a step whose code starts with :data:`ESCAPED` is handed to it with the channel,
+    can choose): a step whose code holds :data:`ESCAPED` is handed to it with the channel,
     as if model code had escaped every layer above the OS; it answers the parent (or not) itself.
     """
     channel = Channel(sock, peer="parent", max_fds=MAX_MAPPED)
@@ -446,7 +446,7 @@ def serve(sock: socket.socket, escaped: Callable[[str, Channel, dict[str, Any]],
         op = message["op"]
         if op == "step":
             failed = session.sync(message)
-            if escaped is not None and message["code"].startswith(ESCAPED):
+            if escaped is not None and ESCAPED in message["code"]:
                 escaped(message["code"], channel, session.ns)
                 continue
             session.cap()
