@@ -393,11 +393,16 @@ def _number(sc: Any, arch: Any, name: str) -> int | None:
     return None
 
 
-def syscall_number(name: str) -> int | None:
-    """The number of system call ``name`` on this machine, as the filter resolves it (None: the
-    architecture has none, or libseccomp is missing) — for tests that call it raw."""
+def syscall_number(name: str, arch: str | None = None) -> int | None:
+    """The number of system call ``name`` as the filter resolves it on this machine, or on ``arch``
+    (``"x86_64"``, ``"aarch64"``...): for tests that call it raw, and to check the table of an
+    architecture the tests do not run on. None: the architecture has no such call, or libseccomp
+    is missing."""
     sc = _seccomp_module()
-    return None if sc is None else _number(sc, sc.system_arch(), name)
+    if sc is None:
+        return None
+    token = sc.system_arch() if arch is None else getattr(sc.Arch, arch.upper(), None)
+    return None if token is None else _number(sc, token, name)
 
 
 @functools.lru_cache(maxsize=4)

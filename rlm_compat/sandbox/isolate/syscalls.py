@@ -159,6 +159,23 @@ DENIED: dict[str, str] = {
 """Refused outright: nothing a worker does needs them."""
 
 NEWER: dict[str, int] = {
+    "pidfd_send_signal": 424,
+    "io_uring_setup": 425,
+    "io_uring_enter": 426,
+    "io_uring_register": 427,
+    "open_tree": 428,
+    "move_mount": 429,
+    "fsopen": 430,
+    "fsconfig": 431,
+    "fsmount": 432,
+    "fspick": 433,
+    "pidfd_open": 434,
+    "pidfd_getfd": 438,
+    "process_madvise": 440,
+    "mount_setattr": 442,
+    "quotactl_fd": 443,
+    "memfd_secret": 447,
+    "process_mrelease": 448,
     "fchmodat2": 452,
     "statmount": 457,
     "listmount": 458,
@@ -167,7 +184,8 @@ NEWER: dict[str, int] = {
     "open_tree_attr": 467,
     "file_setattr": 469,
 }
-"""Numbers of calls newer than libseccomp 2.5 knows (Linux 6.6 to 6.17)."""
+"""The refused calls of the shared table (Linux 5.1 to 6.17), by number: used where the installed
+libseccomp is older than the call (2.5.4 knows none from ``statmount`` on; older releases fewer)."""
 
 NEWER_NUMBERING_ARCHES = ("x86_64", "aarch64", "riscv64")
 """Architectures on which :data:`NEWER`'s numbers hold (the shared table, no offset)."""
