@@ -29,7 +29,7 @@ from .runner import Runner, make_runner
 if TYPE_CHECKING:
     from .fences import fenced_blocks
     from .inline import InlineRunner
-    from .isolate.hardening import available_layers, describe_host
+    from .isolate.hardening import available_layers, describe_host, syscall_number
     from .isolate.process import ProcessRunner
     from .isolate.spawn import start_worker
     from .isolate.zygote import recv_frame, send_frame
@@ -42,6 +42,7 @@ _LAZY = {
     "ProcessRunner": "isolate.process",
     "available_layers": "isolate.hardening",
     "describe_host": "isolate.hardening",
+    "syscall_number": "isolate.hardening",
     "start_worker": "isolate.spawn",
     "recv_frame": "isolate.zygote",
     "send_frame": "isolate.zygote",
@@ -83,4 +84,5 @@ __all__ = [
     "recv_frame",
     "send_frame",
     "start_worker",
+    "syscall_number",
 ]

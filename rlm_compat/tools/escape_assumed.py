@@ -40,6 +40,8 @@ _GUESS = {
 }
 """Which layers answer with which error (Landlock: EACCES for files and TCP, EPERM for signals
 and ptrace; the filter: EPERM, and ENOSYS for clone3)."""
+_SYSCALLS_USED = ("pidfd_open", "process_madvise")
+"""Raw system calls the programs make: their numbers on this machine come in ``PARAMS``."""
 _STOPPING_ERRNOS = {errno.EPERM: "EPERM", errno.EACCES: "EACCES", errno.ENOSYS: "ENOSYS"}
 
 
@@ -155,6 +157,48 @@ if libc.ptrace(0x4206, os.getppid(), None, None) != 0:
     e = ctypes.get_errno(); raise OSError(e, os.strerror(e))
 libc.ptrace(17, os.getppid(), None, None)
 """,
+    ),
+    _p(
+        "parent_process_madvise",
+        "open a pidfd to the parent and page out its memory (process_madvise)",
+        ["seccomp"],
+        """
+import ctypes, os
+libc = ctypes.CDLL(None, use_errno=True)
+libc.syscall.restype = ctypes.c_long
+def call(name, *args):
+    result = libc.syscall(ctypes.c_long(PARAMS['syscalls'][name]), *(ctypes.c_long(a) for a in args))
+    if result < 0:
+        e = ctypes.get_errno(); raise OSError(e, os.strerror(e))
+    return result
+class iovec(ctypes.Structure):
+    _fields_ = [('base', ctypes.c_void_p), ('len', ctypes.c_size_t)]
+pidfd = call('pidfd_open', os.getppid(), 0)
+page = iovec(id(None) & ~0xFFF, 4096)  # forked from the parent: the same page is mapped there
+call('process_madvise', pidfd, ctypes.addressof(page), 1, 21, 0)  # MADV_PAGEOUT
+""",
+    ),
+    _p(
+        "parent_rlimit",
+        "set the parent's resource limit (prlimit on its pid; to the value it has)",
+        ["seccomp"],
+        """
+import os, resource
+limit = resource.prlimit(os.getppid(), resource.RLIMIT_CORE)
+resource.prlimit(os.getppid(), resource.RLIMIT_CORE, limit)
+""",
+    ),
+    _p(
+        "renice_parent",
+        "change the parent's priority (to the value it has)",
+        ["seccomp"],
+        "import os; p = os.getppid(); os.setpriority(os.PRIO_PROCESS, p, os.getpriority(os.PRIO_PROCESS, p))",
+    ),
+    _p(
+        "chmod_home_secret",
+        "make the secret file in $HOME readable by all (chmod: Landlock does not check it)",
+        ["seccomp"],
+        "import os; os.chmod(PARAMS['secret'], 0o644)",
     ),
     _p(
         "parent_mem_file",
@@ -299,7 +343,7 @@ def _listener() -> tuple[socket.socket, threading.Thread, list[bytes]]:
 @contextlib.contextmanager
 def scene() -> Iterator[dict[str, Any]]:
     """What the programs aim at, made for one run and removed after it: ``PARAMS``."""
-    from ..sandbox import start_worker
+    from ..sandbox import start_worker, syscall_number
 
     root = tempfile.mkdtemp(prefix="rlm-compat-escape-")
     home = os.path.join(root, "home", "auditor")
@@ -307,6 +351,7 @@ def scene() -> Iterator[dict[str, Any]]:
     secret = os.path.join(home, ".ssh", "id_ed25519")
     with open(secret, "w") as f:
         f.write("-----BEGIN OPENSSH PRIVATE KEY----- (planted by rlm-compat's escape-assumed tests)\n")
+    os.chmod(secret, 0o600)
     server, thread, received = _listener()
     other = start_worker(Limits(), "forkserver", HOOK_ENTRY)  # another session: idles on its channel
     other_file = os.path.join(other.workdir, "notes.txt")
@@ -319,6 +364,7 @@ def scene() -> Iterator[dict[str, Any]]:
             "port": server.getsockname()[1],
             "write_target": os.path.join(root, "dropped.txt"),
             "host_pid": os.getpid(),
+            "syscalls": {name: syscall_number(name) for name in _SYSCALLS_USED},
             "other_pid": other.pid,
             "other_file": other_file,
             "_received": received,

@@ -14,10 +14,12 @@ where the kernel has it, and the worker says which it has):
 ``landlock-scope`` no signals to, and no abstract Unix sockets of, processes outside the worker
                    (its parent, the host, other sessions' workers: Landlock ABI 6)
 ``seccomp``        a system-call filter (libseccomp, through ``pyseccomp``): no ``execve``, no new
-                   processes, no new sockets, no ``ptrace`` / ``process_vm_*`` / ``pidfd_getfd``, no
+                   processes, no new sockets, nothing aimed at another process (``ptrace``,
+                   ``process_vm_*``, pidfds, ``process_madvise``, limits, priorities), no
                    ``mount``, ``bpf``, ``kexec``, module loading, namespaces, ``io_uring``, keyrings,
-                   ``perf_event_open``, no signals to the parent and grandparent, no way back to
-                   dumpable
+                   ``perf_event_open``, IPC objects, file metadata (``chmod``, ``chown``, xattrs),
+                   host-wide settings, no signals to the parent and grandparent, no way back to
+                   dumpable (the list and the reasons: :mod:`.syscalls`)
 
 The fork server stays unhardened (it must fork and read whatever a preload needs); each worker
 hardens itself in :func:`~.workerinit.prepare`. :func:`available_layers` is what the parent
@@ -38,6 +40,8 @@ import sys
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+from . import syscalls
+
 __all__ = [
     "DISABLE_ENV",
     "LAYERS",
@@ -49,6 +53,7 @@ __all__ = [
     "landlock_abi",
     "prepare_plan",
     "prewarm",
+    "syscall_number",
 ]
 
 DISABLE_ENV = "RLM_COMPAT_HARDENING_OFF"
@@ -353,55 +358,6 @@ def _landlock(layers: Iterable[str], readable: Sequence[str], writable: str | No
 
 # --- seccomp -------------------------------------------------------------------------------------
 
-_DENIED = (
-    "execve",
-    "execveat",
-    "fork",
-    "vfork",
-    "ptrace",
-    "process_vm_readv",
-    "process_vm_writev",
-    "pidfd_getfd",
-    "pidfd_send_signal",
-    "kcmp",
-    "socket",
-    "mount",
-    "umount2",
-    "move_mount",
-    "open_tree",
-    "fsopen",
-    "fsmount",
-    "fsconfig",
-    "pivot_root",
-    "chroot",
-    "setns",
-    "unshare",
-    "bpf",
-    "kexec_load",
-    "kexec_file_load",
-    "init_module",
-    "finit_module",
-    "delete_module",
-    "reboot",
-    "swapon",
-    "swapoff",
-    "acct",
-    "perf_event_open",
-    "userfaultfd",
-    "keyctl",
-    "add_key",
-    "request_key",
-    "io_uring_setup",
-    "io_uring_enter",
-    "io_uring_register",
-    "open_by_handle_at",
-    "name_to_handle_at",
-    "quotactl",
-    "syslog",
-    "personality",
-)
-"""Denied outright (EPERM): nothing a worker does needs them, and each is a way out or a way in."""
-
 _CLONE_THREAD = 0x00010000
 _PR_SET_DUMPABLE = 4
 _PR_SET_NO_NEW_PRIVS = 38
@@ -422,6 +378,33 @@ def _ancestors() -> list[int]:
     return [pid for pid in pids if pid > 1]
 
 
+def _number(sc: Any, arch: Any, name: str) -> int | None:
+    """``name``'s number on ``arch``: libseccomp's, else :data:`.syscalls.NEWER`'s where the shared
+    numbering holds; None where the architecture has no such call (or it is unknown)."""
+    try:
+        number = int(sc.resolve_syscall(arch, name))
+    except (OSError, ValueError):
+        number = -1
+    if number >= 0:
+        return number
+    names = {getattr(sc.Arch, upper, None): upper.lower() for upper in ("X86_64", "AARCH64", "RISCV64")}
+    if names.get(arch) in syscalls.NEWER_NUMBERING_ARCHES and name in syscalls.NEWER:
+        return syscalls.NEWER[name]
+    return None
+
+
+def syscall_number(name: str, arch: str | None = None) -> int | None:
+    """The number of system call ``name`` as the filter resolves it on this machine, or on ``arch``
+    (``"x86_64"``, ``"aarch64"``...): for tests that call it raw, and to check the table of an
+    architecture the tests do not run on. None: the architecture has no such call, or libseccomp
+    is missing."""
+    sc = _seccomp_module()
+    if sc is None:
+        return None
+    token = sc.system_arch() if arch is None else getattr(sc.Arch, arch.upper(), None)
+    return None if token is None else _number(sc, token, name)
+
+
 @functools.lru_cache(maxsize=4)
 def _filter_program(ancestors: tuple[int, ...]) -> bytes:
     """The filter as a BPF program, built by libseccomp (cached: the fork server builds it once for
@@ -432,22 +415,22 @@ def _filter_program(ancestors: tuple[int, ...]) -> bytes:
     deny = sc.ERRNO(errno.EPERM)
     flt = sc.SyscallFilter(sc.ALLOW)
     arch = sc.system_arch()
-
-    def known(name: str) -> bool:
-        try:
-            return int(sc.resolve_syscall(arch, name)) >= 0
-        except (OSError, ValueError):
-            return False
-
-    for name in _DENIED:
-        if known(name):
-            flt.add_rule(deny, name)
-    # threads yes, processes no (CLONE_THREAD absent); clone3 hides its flags in memory, so it
-    # answers ENOSYS and the C library falls back to clone for its threads
+    for name in syscalls.DENIED:
+        number = _number(sc, arch, name)
+        if number is not None:
+            flt.add_rule(deny, number)
+    # threads yes, processes no (CLONE_THREAD absent), and no thread in new namespaces; clone3
+    # hides its flags in memory, so it answers ENOSYS and the C library falls back to clone
     flt.add_rule(deny, "clone", sc.Arg(0, sc.MASKED_EQ, _CLONE_THREAD, 0))
-    if known("clone3"):
+    for flag in syscalls.CLONE_NAMESPACE_FLAGS:
+        flt.add_rule(deny, "clone", sc.Arg(0, sc.MASKED_EQ, flag, flag))
+    if _number(sc, arch, "clone3") is not None:
         flt.add_rule(sc.ERRNO(errno.ENOSYS), "clone3")
     flt.add_rule(deny, "prctl", sc.Arg(0, sc.EQ, _PR_SET_DUMPABLE))
+    for name in syscalls.OTHER_PROCESS_ONLY:
+        flt.add_rule(deny, name, sc.Arg(0, sc.NE, 0))
+    for request in syscalls.IOCTLS_DENIED:
+        flt.add_rule(deny, "ioctl", sc.Arg(1, sc.MASKED_EQ, _LOW32, request))
     targets = [*ancestors, _LOW32]  # _LOW32: pid -1, every process the user may signal
     for name in ("kill", "tkill", "tgkill", "rt_sigqueueinfo", "rt_tgsigqueueinfo"):
         for pid in targets:
