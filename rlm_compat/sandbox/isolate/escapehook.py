@@ -16,8 +16,9 @@ exits. One program per worker, so a program's damage never reaches the next.
 :func:`serve_repl` is the same idea for the channel: the REPL worker itself, except that a step
 whose code holds :data:`~.worker.ESCAPED` runs (from that line to a closing fence) as plain
 Python with the worker's channel in hand (``CHANNEL``, ``send_raw``, ``wire``, ``SEQ``,
-``ns``), so a test can send its parent any frame an escaped worker could. The host chooses it (``ProcessRunner(entry="escaped")`` or the
-host's own ``RLM_COMPAT_TEST_WORKER_ENTRY=escaped``), never model code.
+``ns``), so a test can send its parent any frame an escaped worker could. The host chooses it
+(``ProcessRunner(entry="escaped")`` or the host's own ``RLM_COMPAT_TEST_WORKER_ENTRY=escaped``),
+never model code.
 """
 
 from __future__ import annotations

@@ -53,7 +53,7 @@ if TYPE_CHECKING:
     from ...config import ReplConfig
     from .spawn import WorkerHandle
 
-__all__ = ["ENTRY_ENV", "KILL_GRACE", "STATES", "TEXT_SLACK", "ProcessRunner", "WorkerObject"]
+__all__ = ["ENTRY_ENV", "KILL_GRACE", "STATES", "ProcessRunner", "WorkerObject"]
 
 STATES = ("env", "worker")
 """Where a session's variables live: ``"env"``, in the caller's ``env`` too (every changed plain
@@ -64,10 +64,6 @@ the RLM loop's state, so nothing proportional to what the model derived ever cro
 KILL_GRACE = 0.5
 """Seconds past a step's timeout before its worker is killed (the worker's own deadline stops
 ordinary code at the timeout itself and keeps the session; this is for single long C calls)."""
-
-TEXT_SLACK = 64 << 10
-"""A step's text may be this much longer than ``max_output_chars`` (an error's message, notes);
-the parent cuts what a worker sends past that."""
 
 ENTRY_ENV = "RLM_COMPAT_TEST_WORKER_ENTRY"
 """For security tests only: ``"escaped"`` starts workers with :mod:`.escapehook`'s REPL entry
@@ -431,7 +427,9 @@ class ProcessRunner:
             deadline = None if math.isinf(budget) else started + budget
             try:
                 reply = replies.parse(channel.recv(deadline), ("call", "done"), seq)
-                call = self._decode_call(reply) if isinstance(reply, replies.Call) else None
+                call = (
+                    replies.call_arguments(reply, self._limits()) if isinstance(reply, replies.Call) else None
+                )
             except ChannelTimeout:
                 raise _WorkerDied(self._texts.timeout(limit, "", restarted=True), REPLTimeoutError) from None
             except MessageTooLarge as exc:
@@ -456,20 +454,6 @@ class ProcessRunner:
     def _fault(self, exc: wire.WireError | replies.WorkerFault) -> _WorkerDied:
         return _WorkerDied(self._texts.worker_fault(exc.what), REPLWorkerFaultError, exc.limit)
 
-    def _decode_call(self, call: replies.Call) -> tuple[list[Any], dict[str, Any]]:
-        """A host call's ``(args, kwargs)`` (the worker sends only plain data: anything else,
-        or a payload past a limit, is its fault)."""
-        decoded = wire.decode(call.payload, self._limits())
-        if (
-            type(decoded) is not list
-            or len(decoded) != 2
-            or type(decoded[0]) is not list
-            or type(decoded[1]) is not dict
-            or not all(type(key) is str for key in decoded[1])
-        ):
-            raise replies.WorkerFault("a host call whose arguments are not (args, kwargs)")
-        return decoded[0], decoded[1]
-
     def _death(self, exc: BaseException) -> str:
         handle = self._worker[0]
         status = handle.exit_description() if handle is not None else ""  # e.g. "signal SIGSEGV"
@@ -484,7 +468,7 @@ class ProcessRunner:
         args, kwargs = call
         try:
             if isinstance(fn, HostCall) and fn.kind != "call" and not kwargs:
-                self._check_prepared(fn, args)
+                replies.check_prepared(fn.kind, fn.__name__, args, self.config.limits.answer_chars)
                 result = fn.prepared(*args)  # FINAL / FINAL_VAR: prepared in the worker
             else:
                 result = fn(*args, **kwargs)
@@ -502,21 +486,6 @@ class ProcessRunner:
         except Exception:
             return {"op": "raise", "error": REPLError(Texts.unsendable_result(name, result))}
         return {"op": "return", "value": result}
-
-    def _check_prepared(self, fn: HostCall, args: list[Any]) -> None:
-        """FINAL's text and FINAL_VAR's name and text, held to the limits here as well: the
-        worker made them, and a worker may lie about their size."""
-        limit = self.config.limits.answer_chars
-        if (
-            fn.kind == "answer_var"
-            and args
-            and not (type(args[0]) is str and len(args[0]) <= replies.NAME_LIMIT)
-        ):
-            raise TypeError(f"{fn.__name__}() takes the name of a variable, a short str")
-        texts = args[:1] if fn.kind == "answer" else args[1:2] if fn.kind == "answer_var" else []
-        for text in texts:
-            if limit is not None and type(text) is str and len(text) > limit:
-                raise REPLError(Texts.answer_too_long(len(text), limit))
 
     def _finish(self, reply: replies.Done, env: dict[str, Any], op: str) -> str:
         try:
@@ -556,7 +525,12 @@ class ProcessRunner:
             for key, why in sorted(unsent.items())
         )
         try:
-            return self._outcome(reply.result, op) + note
+            return (
+                replies.step_text(
+                    reply.result, op, self.config.max_output_chars, self.config.limits.answer_chars
+                )
+                + note
+            )
         except REPLError as exc:
             raise type(exc)(str(exc) + note) from None
 
@@ -571,20 +545,6 @@ class ProcessRunner:
             else:
                 values[key] = decoder.decode(changed.data, functools.partial(WorkerObject, key)), changed.kept
         return values
-
-    def _outcome(self, result: replies.StepResult, op: str) -> str:
-        """The step's text (cut at the parent's own limit), or its error raised."""
-        text = result.text
-        answer_limit = self.config.limits.answer_chars
-        if op == "render" and result.ok and answer_limit is not None and len(text) > answer_limit:
-            raise REPLError(Texts.answer_too_long(len(text), answer_limit))
-        cap = self.config.max_output_chars + TEXT_SLACK
-        if len(text) > cap:
-            text = text[:cap] + Texts.cut_by_parent(cap)
-        if result.ok:
-            return text
-        error_type = getattr(_errors, result.error, REPLError)
-        raise error_type(text)
 
     def _lost(self, env: dict[str, Any]) -> str:
         """Drop the variables a killed worker took with it (whole or in part); the notice naming them."""

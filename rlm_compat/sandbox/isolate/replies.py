@@ -14,11 +14,15 @@ import dataclasses
 from collections.abc import Callable
 from typing import Any
 
-from .wire import NAME_CHARS
+from ... import errors as _errors
+from ...errors import REPLError
+from ..texts import Texts
+from .wire import NAME_CHARS, WireLimits, decode
 
 __all__ = [
     "NAME_LIMIT",
     "NOTE_CHARS",
+    "TEXT_SLACK",
     "Call",
     "Changed",
     "Done",
@@ -29,11 +33,17 @@ __all__ = [
     "Synced",
     "Value",
     "WorkerFault",
+    "call_arguments",
+    "check_prepared",
     "parse",
+    "step_text",
 ]
 
 NAME_LIMIT = 10_000
 """The longest variable or host-function name a worker may send (longer: a fault)."""
+TEXT_SLACK = 64 << 10
+"""A step's text may be this much longer than ``max_output_chars`` (an error's message, notes);
+the parent cuts what a worker sends past that."""
 NOTE_CHARS = 1_000
 """A worker's note on a value it could not load is cut to this many characters."""
 _ERRORS = frozenset({"REPLError", "REPLTimeoutError", "REPLSecurityError", "FinalVarMissingError"})
@@ -221,3 +231,46 @@ def parse(message: dict[Any, Any], expected: tuple[str, ...], seq: int | None) -
     if message.get("seq") != seq:
         raise WorkerFault("a message out of turn (it answers another request)")
     return _PARSERS[op](message)
+
+
+# --- what the parent holds a worker's claims to --------------------------------------------------
+
+
+def call_arguments(call: Call, limits: WireLimits) -> tuple[list[Any], dict[str, Any]]:
+    """A host call's ``(args, kwargs)`` (a worker sends only plain data: anything else, or a
+    payload past a limit, is its fault)."""
+    decoded = decode(call.payload, limits)
+    if (
+        type(decoded) is not list
+        or len(decoded) != 2
+        or type(decoded[0]) is not list
+        or type(decoded[1]) is not dict
+        or not all(type(key) is str for key in decoded[1])
+    ):
+        raise WorkerFault("a host call whose arguments are not (args, kwargs)")
+    return decoded[0], decoded[1]
+
+
+def check_prepared(kind: str, function: str, args: list[Any], answer_chars: int | None) -> None:
+    """FINAL's text and FINAL_VAR's name and text, held to the limits in the parent as well:
+    the worker made them, and a worker may lie about their size (raised to the model's code)."""
+    if kind == "answer_var" and args and not (type(args[0]) is str and len(args[0]) <= NAME_LIMIT):
+        raise TypeError(f"{function}() takes the name of a variable, a short str")
+    texts = args[:1] if kind == "answer" else args[1:2] if kind == "answer_var" else []
+    for text in texts:
+        if answer_chars is not None and type(text) is str and len(text) > answer_chars:
+            raise REPLError(Texts.answer_too_long(len(text), answer_chars))
+
+
+def step_text(result: StepResult, op: str, max_output_chars: int, answer_chars: int | None) -> str:
+    """The step's text, cut at the parent's own limit (a render's at ``answer_chars``), or its
+    error raised as the class the worker named (among :data:`_ERRORS`)."""
+    text = result.text
+    if op == "render" and result.ok and answer_chars is not None and len(text) > answer_chars:
+        raise REPLError(Texts.answer_too_long(len(text), answer_chars))
+    cap = max_output_chars + TEXT_SLACK
+    if len(text) > cap:
+        text = text[:cap] + Texts.cut_by_parent(cap)
+    if result.ok:
+        return text
+    raise getattr(_errors, result.error, REPLError)(text)
