@@ -190,7 +190,7 @@ def _to_wire(value: Any, stand_ins: bool) -> Any:
         return _marked(_FRACTION, value.numerator, value.denominator)
     if _EXCEPTIONS.get(kind.__name__) is kind:
         return _marked(_EXCEPTION, kind.__name__, list(value.args))
-    if kind is type and value in _CLASS_NAMES:
+    if isinstance(value, type) and value in _CLASS_NAMES:
         return msgpack.ExtType(_CLASS, _CLASS_NAMES[value].encode())
     return _refuse(value, stand_ins)
 
@@ -529,8 +529,8 @@ class Decoder:
             raise
         except msgpack.StackError:
             _bad("nested deeper than the decoder's stack", "depth")
-        except (ValueError, TypeError, OverflowError, MemoryError, msgpack.UnpackException) as exc:
-            # msgpack's own errors, a constructor refusing its arguments
+        except Exception as exc:  # msgpack's own errors, a constructor refusing its arguments
+            # (ValueError, TypeError, decimal's InvalidOperation...): hostile data, never a crash
             _bad(f"malformed ({type(exc).__name__}: {str(exc)[:NAME_CHARS]})")
         _check_tree(value, limits, decoding.stand_in)
         return value
@@ -559,7 +559,7 @@ def _check_tree(value: Any, limits: WireLimits, stand_in: Callable[[str, str], A
     while pending:
         item, depth = pending.pop()
         kind = type(item)
-        if kind in _PLAIN_LEAVES:
+        if kind in _PLAIN_LEAVES or (isinstance(item, type) and item in _CLASS_NAMES):
             continue
         if depth >= limits.max_depth:
             _bad(f"nested deeper than {limits.max_depth}", "depth")
