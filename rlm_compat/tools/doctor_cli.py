@@ -1,7 +1,8 @@
 """``rlm-compat doctor``: which OS-level hardening layers this host gives a REPL worker, and, with
-``--escape-assumed``, whether they stop plain Python that escaped RestrictedPython.
+``--escape-assumed``, whether they stop plain Python that escaped RestrictedPython, and (the
+built-in corpus) whether a parent holds against such a worker's crafted frames on its channel.
 
-Exit status: 0; with ``--escape-assumed``, 1 when any program was not stopped; 2 for an unreadable
+Exit status: 0; with ``--escape-assumed``, 1 when any program or channel attack was not stopped; 2 for an unreadable
 file or a file with no program.
 """
 
@@ -25,7 +26,9 @@ def register(subparsers: Any) -> None:
             "scope, seccomp) a REPL worker gets on this host. With --escape-assumed, run the built-in "
             "corpus of escape-assumed programs, or those in FILE (plain Python blocks separated by a line "
             "'# ---'), each as unrestricted Python in its own hardened worker, and print one line per "
-            "program: what it tried, whether it was stopped and by which layer. See docs/security.md."
+            "program: what it tried, whether it was stopped and by which layer. The built-in corpus also "
+            "runs the channel attacks: crafted frames an escaped worker sends its parent (each parent in "
+            "a child process), one line each. See docs/security.md."
         ),
     )
     p.add_argument(
@@ -68,4 +71,17 @@ def _doctor(args: argparse.Namespace) -> int:
         print(f"  {verdict.line()}")
     out = [v for v in verdicts if not v.stopped]
     print(f"\n{len(verdicts) - len(out)} stopped, {len(out)} not stopped")
-    return 1 if out else 0
+    if args.escape_assumed:
+        return 1 if out else 0
+    from . import escape_channel
+
+    print(
+        f"\nchannel attacks ({len(escape_channel.CORPUS)}), each crafted frames from an escaped worker "
+        "to a parent in a child process:"
+    )
+    attacks = escape_channel.run_in_child()
+    for attack in attacks:
+        print(f"  {attack.line()}")
+    through = [a for a in attacks if not a.stopped]
+    print(f"\n{len(attacks) - len(through)} stopped, {len(through)} not stopped")
+    return 1 if out or through else 0

@@ -35,7 +35,9 @@ _scalars = st.one_of(
     st.dates(),
     st.timedeltas(),
 )
-_hashables = st.recursive(_scalars, lambda inner: st.tuples(inner, inner) | st.frozensets(inner, max_size=3), max_leaves=6)
+_hashables = st.recursive(
+    _scalars, lambda inner: st.tuples(inner, inner) | st.frozensets(inner, max_size=3), max_leaves=6
+)
 _values = st.recursive(
     _scalars,
     lambda inner: st.one_of(
@@ -46,7 +48,9 @@ _values = st.recursive(
         st.builds(collections.deque, st.lists(inner, max_size=3)),
         st.builds(collections.Counter, st.dictionaries(st.text(max_size=3), st.integers(), max_size=3)),
         st.builds(collections.OrderedDict, st.dictionaries(st.text(max_size=3), inner, max_size=3)),
-        st.builds(lambda d: types.SimpleNamespace(**d), st.dictionaries(st.text(max_size=3), inner, max_size=3)),
+        st.builds(
+            lambda d: types.SimpleNamespace(**d), st.dictionaries(st.text(max_size=3), inner, max_size=3)
+        ),
         st.builds(ValueError, inner),
         st.builds(bytearray, st.binary(max_size=8)),
     ),
