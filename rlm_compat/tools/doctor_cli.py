@@ -2,8 +2,8 @@
 ``--escape-assumed``, whether they stop plain Python that escaped RestrictedPython, and (the
 built-in corpus) whether a parent holds against such a worker's crafted frames on its channel.
 
-Exit status: 0; with ``--escape-assumed``, 1 when any program or channel attack was not stopped; 2 for an unreadable
-file or a file with no program.
+Exit status: 0; with ``--escape-assumed``, 1 when any program or channel attack was not stopped;
+2 for an unreadable file or a file with no program.
 """
 
 from __future__ import annotations
