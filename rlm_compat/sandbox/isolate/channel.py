@@ -37,7 +37,8 @@ __all__ = [
 PROTOCOL = 3
 PEERS = ("worker", "parent")
 ENVELOPE_DEPTH = 6
-"""A worker's message nests no deeper than this; values inside it are bytes decoded one by one."""
+"""A worker's message nests no deeper than this where the parent reads it (its fields are checked
+by exact type); values inside it are bytes decoded one by one, each tree checked."""
 _HEADER = struct.Struct("!Q")
 _JOIN_BELOW = 1 << 16
 _FD_SIZE = array.array("i").itemsize
@@ -85,6 +86,7 @@ class Channel:
         self._from_worker = peer == "worker"
         self._max = max_incoming
         self._max_fds = max_fds
+        self._limits = wire.WireLimits(max_bytes=max_incoming, max_depth=ENVELOPE_DEPTH)
         self._fds: list[int] = []
         self.seq: int | None = None
         """The worker's end: the sequence number of the request being answered."""
@@ -120,7 +122,7 @@ class Channel:
                 raise MessageTooLarge(size, self._max)
             data = self._read(size, deadline)
             if self._from_worker:
-                message = wire.decode(data, wire.WireLimits(max_bytes=self._max, max_depth=ENVELOPE_DEPTH))
+                message = wire.decode(data, self._limits, envelope=True)
                 if type(message) is not dict:
                     raise wire.WireError("a message that is not a map")
             else:

@@ -141,6 +141,7 @@ class ProcessRunner:
             raise ValueError(f"state must be one of {STATES}, not {state!r}")
         self._entry = worker_entry(entry)
         self._seq = 0
+        self._wire_limits = wire.WireLimits(max_bytes=config.limits.reply_bytes)
         self.config = config
         self.state = state
         self._shared = None if state == "env" else sorted(set(shared))
@@ -295,7 +296,7 @@ class ProcessRunner:
         return self._seq
 
     def _limits(self) -> wire.WireLimits:
-        return wire.WireLimits(max_bytes=self.config.limits.reply_bytes)
+        return self._wire_limits
 
     def render(self, env: dict[str, Any], name: str) -> str:
         """``str()`` of a session variable as a final answer, computed in the worker."""

@@ -60,17 +60,17 @@ class WorkerFault(Exception):
         self.limit = limit
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(slots=True)
 class Ready:
     pid: int
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(slots=True)
 class Refused:
     protocol: int | None
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(slots=True)
 class StepResult:
     """How the step ended in the worker: its observation, or the error class and text."""
 
@@ -79,7 +79,7 @@ class StepResult:
     error: str = "REPLError"
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(slots=True)
 class Changed:
     """One variable the step changed: its type name, whether it stayed in the worker (whole or
     in part), and its :mod:`.wire` encoding (empty when it stayed whole)."""
@@ -89,7 +89,7 @@ class Changed:
     data: bytes
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(slots=True)
 class Done:
     result: StepResult
     values: dict[str, Changed]
@@ -99,17 +99,17 @@ class Done:
     checked: tuple[str, ...]
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(slots=True)
 class Synced:
     unloadable: dict[str, str]
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(slots=True)
 class Value:
     found: bytes | None
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(slots=True)
 class Call:
     name: str
     payload: bytes

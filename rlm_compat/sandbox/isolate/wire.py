@@ -245,7 +245,8 @@ def _cost(value: Any, budget: int) -> tuple[int, bool] | None:
             continue
         if left < 0:
             return None
-        pending.extend((child, depth + 1) for child in children if type(child) not in _LEAVES)
+        if not _LEAVES.issuperset(map(type, children)):  # a flat container: nothing to push
+            pending.extend((child, depth + 1) for child in children if type(child) not in _LEAVES)
     return budget - left, swap
 
 
@@ -501,10 +502,14 @@ class Decoder:
     ) -> None:
         self._decoding = _Decoding(limits, stand_in)
 
-    def decode(self, data: bytes, stand_in: Callable[[str, str], Any] | None = None) -> Any:
+    def decode(
+        self, data: bytes, stand_in: Callable[[str, str], Any] | None = None, *, envelope: bool = False
+    ) -> Any:
         """One message or value from a worker, checked against the limits; :class:`WireError`
         else. A stand-in is made with ``stand_in(type_name, repr)`` (this call's, else the
-        decoder's; refused without one)."""
+        decoder's; refused without one). ``envelope``: a message's envelope, whose every field
+        the reader checks by exact type (:mod:`.replies`): its items and bytes are counted, its
+        tree is not walked again (MessagePack's own stack bounds its depth)."""
         decoding = self._decoding
         if stand_in is not None:
             decoding.stand_in = stand_in
@@ -532,15 +537,20 @@ class Decoder:
         except Exception as exc:  # msgpack's own errors, a constructor refusing its arguments
             # (ValueError, TypeError, decimal's InvalidOperation...): hostile data, never a crash
             _bad(f"malformed ({type(exc).__name__}: {str(exc)[:NAME_CHARS]})")
-        _check_tree(value, limits, decoding.stand_in)
+        if not envelope:
+            _check_tree(value, limits, decoding.stand_in)
         return value
 
 
 def decode(
-    data: bytes, limits: WireLimits = WireLimits(), stand_in: Callable[[str, str], Any] | None = None
+    data: bytes,
+    limits: WireLimits = WireLimits(),
+    stand_in: Callable[[str, str], Any] | None = None,
+    *,
+    envelope: bool = False,
 ) -> Any:
     """One message or value on its own (see :meth:`Decoder.decode`)."""
-    return Decoder(limits, stand_in).decode(data)
+    return Decoder(limits, stand_in).decode(data, envelope=envelope)
 
 
 _PLAIN_LEAVES = frozenset(
@@ -582,4 +592,5 @@ def _check_tree(value: Any, limits: WireLimits, stand_in: Callable[[str, str], A
             continue
         else:
             _bad(f"a {kind.__name__} where plain data belongs")
-        pending.extend((child, depth + 1) for child in children if type(child) not in _PLAIN_LEAVES)
+        if not _PLAIN_LEAVES.issuperset(map(type, children)):  # a flat container: nothing to push
+            pending.extend((child, depth + 1) for child in children if type(child) not in _PLAIN_LEAVES)
