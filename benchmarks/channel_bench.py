@@ -29,7 +29,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from rlm_compat.sandbox.isolate import replies, wire  # noqa: E402
+from rlm_compat.sandbox.isolate import replies, wire
 
 _PLAIN = {
     "builtins": {
@@ -96,8 +96,6 @@ def _old_pair(message: dict[str, Any], value: Any) -> tuple[Callable[[], Any], C
 
 
 def _new_pair(message: dict[str, Any], value: Any) -> tuple[Callable[[], Any], Callable[[], Any]]:
-    key = next(iter(message["values"]), None)
-
     def encode() -> bytes:
         encoder = wire.Encoder()
         values = {k: ["list", False, encoder.value(value)[0]] for k in message["values"]}
