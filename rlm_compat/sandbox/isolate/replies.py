@@ -252,10 +252,19 @@ def call_arguments(call: Call, limits: WireLimits) -> tuple[list[Any], dict[str,
 
 
 def check_prepared(kind: str, function: str, args: list[Any], answer_chars: int | None) -> None:
-    """FINAL's text and FINAL_VAR's name and text, held to the limits in the parent as well:
-    the worker made them, and a worker may lie about their size (raised to the model's code)."""
+    """FINAL's text, FINAL_VAR's name and text and SHOW_VARS' listing, held to the limits in the
+    parent as well: the worker made them, and a worker may lie about their size (raised to the
+    model's code)."""
     if kind == "answer_var" and args and not (type(args[0]) is str and len(args[0]) <= NAME_LIMIT):
         raise TypeError(f"{function}() takes the name of a variable, a short str")
+    if kind == "namespace" and args and type(args[0]) is dict:
+        listing = args[0]
+        if not all(type(k) is str and len(k) <= NAME_LIMIT for k in listing) or not all(
+            type(v) is str and len(v) <= NAME_LIMIT for v in listing.values()
+        ):
+            raise TypeError(
+                f"{function}(): a listing of names and type names of at most {NAME_LIMIT} characters"
+            )
     texts = args[:1] if kind == "answer" else args[1:2] if kind == "answer_var" else []
     for text in texts:
         if answer_chars is not None and type(text) is str and len(text) > answer_chars:
