@@ -99,3 +99,39 @@ def test_through_the_loop_an_attack_fails_its_step_and_the_run_goes_on(
     assert "the REPL worker process sent" in steps[0].output and steps[0].error
     assert "raise" in steps[1].output  # the host refused FINAL's text: the worker read a raise
     assert len(server.requests) == 3
+
+
+def test_through_the_drop_in_executor_an_attack_fails_its_step_and_env_keeps_its_values(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``REPLExecutor`` (state ``"env"``, every plain value copied back): a forged reply whose
+    value is a tuple key 150,000 deep fails the step with a typed error naming the limit, and
+    ``env`` still holds the values of the steps before it, in a new worker."""
+    from rlm_compat.errors import REPLWorkerFaultError
+    from rlm_compat.repl import REPLExecutor
+
+    monkeypatch.setenv(process.ENTRY_ENV, "escaped")
+    env: dict[str, Any] = {}
+    with REPLExecutor(isolation="process") as executor:
+        executor.execute("kept = [1, 2, 3]", env)
+        with pytest.raises(REPLWorkerFaultError) as fault:
+            executor.execute(BY_NAME["deep-tuple-key"].code, env)
+        assert fault.value.limit == "depth"
+        assert env["kept"] == [1, 2, 3]
+        assert executor.execute("print(sum(kept))", env) == "6"
+
+
+def test_the_parents_memory_stays_within_the_message_limits() -> None:
+    """What the parent allocates for the memory attacks (traced: every Python allocation,
+    msgpack's included) stays a small multiple of the message, far below what was announced."""
+    import tracemalloc
+
+    tracemalloc.start()
+    try:
+        for name in ("array-claim", "bytes-claim", "item-flood", "big-int"):
+            tracemalloc.reset_peak()
+            assert run_attack(BY_NAME[name]).stopped
+            peak = tracemalloc.get_traced_memory()[1]
+            assert peak < 150 << 20, f"{name}: {peak >> 20} MiB"
+    finally:
+        tracemalloc.stop()
