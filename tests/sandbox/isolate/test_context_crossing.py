@@ -89,12 +89,21 @@ def test_sent_once_per_session_and_again_after_a_kill(writes: list[int]) -> None
         assert writes == [len(TEXT), len(TEXT)]
 
 
+def _wait_for_release(before: int) -> None:
+    """The parent closes its descriptors in the background once the step is over (the close
+    that frees the pages is not on the step's path): they are gone soon after, not at once."""
+    deadline = time.monotonic() + 20
+    while open_fds() != before:
+        assert time.monotonic() < deadline, (open_fds(), before)
+        time.sleep(0.01)
+
+
 def test_nothing_of_the_file_outlives_the_step(executor: REPLExecutor) -> None:
     env: dict[str, Any] = {"context": TEXT}
     executor.execute("x = 1", {"warm": 1})
     before = open_fds()
     executor.execute("n = len(context)", env)
-    assert open_fds() == before
+    _wait_for_release(before)
     fds, maps = _worker_files(executor)
     assert maps == [] and not any("rlm-compat-value" in fd for fd in fds), (fds, maps)
 
@@ -205,3 +214,69 @@ def test_the_context_changed_in_the_step_is_sent_back_not_aliased() -> None:
         env: dict[str, Any] = {"context": TEXT}
         ex.execute("old = context\ncontext = context.upper()", env)
         assert env["old"] == TEXT and env["context"] == TEXT.upper()
+
+
+ASCII = ("an ascii line, id=42\n" * (mapped.MAPPED_MIN // 20))[: mapped.MAPPED_MIN + 3]
+
+
+def test_an_ascii_context_is_read_into_an_ordinary_str(executor: REPLExecutor, writes: list[int]) -> None:
+    """The ASCII path fills a new ``str`` in place (no decoding); what the model gets behaves as
+    any other ``str``: equal, hashable, ASCII, sliceable, and not the same object twice."""
+    env: dict[str, Any] = {"context": ASCII}
+    code = (
+        "same = context == 'an ascii line, id=42\\n' * (len(context) // 21) + context[-(len(context) % 21):]\n"
+        "keyed = {context: 1}[context[:] + '']\n"
+        "flags = (context.isascii(), context.isprintable(), context[-3:], context.count('id=42'))\n"
+    )
+    assert executor.execute(code, env) == "Code executed successfully (no output)"
+    assert writes == [len(ASCII)]
+    assert env["same"] is True and env["keyed"] == 1
+    assert env["flags"] == (True, False, ASCII[-3:], ASCII.count("id=42"))
+
+
+def test_the_kind_says_ascii_and_both_fast_reads_round_trip() -> None:
+    fd, kind, size = mapped.write(ASCII)
+    assert (kind, size) == ("ascii", len(ASCII))
+    value = mapped.read(fd, kind, size)
+    assert type(value) is str and value == ASCII and hash(value) == hash(ASCII)
+    fd, kind, size = mapped.write(DATA)
+    value = mapped.read(fd, kind, size)
+    assert (kind, type(value), value) == ("bytes", bytes, DATA)
+
+
+def test_an_unsealed_file_is_decoded_and_checked() -> None:
+    """Only a sealed file (no one can write to it) skips the ASCII check: another is decoded."""
+    fd = os.memfd_create("test-unsealed")
+    os.write(fd, b"abc\xe9" * 1000)
+    with pytest.raises(UnicodeDecodeError):
+        mapped.read(fd, "ascii", 4000)
+
+
+def test_the_parent_keeps_its_descriptor_until_the_worker_has_read(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The descriptors are closed after the worker's answer (then the parent's close is the one
+    that frees the pages, off the step's path), and closed after a failed step too."""
+    released: list[list[int]] = []
+    real = mapped.release
+
+    def spy(fds: list[int]) -> None:
+        released.append([fd for fd in fds if _is_open(fd)])
+        real(fds)
+
+    monkeypatch.setattr(mapped, "release", spy)
+    with REPLExecutor(isolation="process", timeout=30) as ex:
+        env: dict[str, Any] = {"context": ASCII}
+        ex.execute("n = len(context)", env)
+        env["blob"] = DATA
+        with pytest.raises(REPLError):
+            ex.execute("raise ValueError(len(blob))", env)
+    assert [len(fds) for fds in released if fds] == [1, 1]
+
+
+def _is_open(fd: int) -> bool:
+    try:
+        os.fstat(fd)
+    except OSError:
+        return False
+    return True
