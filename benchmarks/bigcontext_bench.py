@@ -26,6 +26,11 @@ The scripted model answers at once, so the first step waits for the whole crossi
 loop starts sending the context to the worker before its first model call; with a real model
 that call hides it). A second run at the first size with the model answering after
 ``--latency`` seconds shows that case.
+
+The crossing alone (issue 34): per size, in one process, a plain in-process copy of the
+context's bytes, the parent's write of the memory file, the worker's read of it, and the first
+step of an already started worker (the context crosses); the crossing is reported as a ratio to
+the plain copy (target <= 3x).
 """
 
 from __future__ import annotations
@@ -157,6 +162,59 @@ def child(mode: str, megabytes: int, timeout: float, latency: float = 0.0) -> di
     }
 
 
+def crossing(megabytes: int, repeats: int = 3) -> dict[str, Any]:
+    """The context's crossing against a plain in-process copy of the same bytes, in one process.
+
+    ``plain``: ``context + "."`` (a new ``str`` of the same bytes: one allocation, one memcpy).
+    ``write`` / ``read``: the two halves of the crossing run here, as the parent and the worker
+    run them (:mod:`rlm_compat.sandbox.isolate.mapped`). ``crossing``: ``n = len(context)`` as the
+    first step of a worker already started (``k = 1`` before it), so the worker's start is not
+    counted; a fresh worker each time, since a session sends its context once. Medians.
+    """
+    from rlm_compat.repl import REPLExecutor
+    from rlm_compat.sandbox.isolate import mapped
+
+    context = make_context(megabytes)
+    timings: dict[str, list[float]] = {"plain": [], "write": [], "read": [], "crossing": []}
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        copy = context + "."
+        timings["plain"].append(time.perf_counter() - t0)
+        del copy
+        t0 = time.perf_counter()
+        fd, kind, size = mapped.write(context)
+        timings["write"].append(time.perf_counter() - t0)
+        t0 = time.perf_counter()
+        value = mapped.read(fd, kind, size)
+        timings["read"].append(time.perf_counter() - t0)
+        del value
+        with REPLExecutor(isolation="process", timeout=600) as ex:
+            ex.execute("k = 1", {})
+            t0 = time.perf_counter()
+            ex.execute("n = len(context)", {"context": context})
+            timings["crossing"].append(time.perf_counter() - t0)
+    return {"mode": "crossing", "mb": megabytes, **{k: statistics.median(v) for k, v in timings.items()}}
+
+
+def crossing_table(rows: list[dict[str, Any]]) -> str:
+    lines = [
+        "| size | plain copy (ms) | parent's write (ms) | worker's read (ms) | crossing (ms) "
+        "| crossing / plain copy <= 3x |",
+        "|---|---|---|---|---|---|",
+    ]
+    for r in rows:
+        if "error" in r:
+            lines.append(f"| {r['mb']} MB | failed: {r['error']} | | | | MISS |")
+            continue
+        ratio = r["crossing"] / r["plain"]
+        ok = "PASS" if ratio <= 3 else "MISS"
+        lines.append(
+            f"| {r['mb']} MB | {_ms(r['plain'])} | {_ms(r['write'])} | {_ms(r['read'])} "
+            f"| {_ms(r['crossing'])} | {ratio:.2f}x {ok} |"
+        )
+    return "\n".join(lines)
+
+
 def _run_child(mode: str, megabytes: int, timeout: float, latency: float = 0.0) -> dict[str, Any]:
     env = dict(os.environ, PYTHONPATH=str(ROOT), LITELLM_LOCAL_MODEL_COST_MAP="True")
     argv = [sys.executable, __file__, "--child", json.dumps([mode, megabytes, timeout, latency])]
@@ -260,7 +318,8 @@ def main() -> None:
     parser.add_argument("--child")
     args = parser.parse_args()
     if args.child:
-        print(json.dumps(child(*json.loads(args.child))))
+        spec = json.loads(args.child)
+        print(json.dumps(crossing(spec[1]) if spec[0] == "crossing" else child(*spec)))
         return
     sizes = [int(s) for s in args.sizes.split(",")]
     with open("/proc/loadavg") as f:
@@ -276,6 +335,7 @@ def main() -> None:
                 runs[mode].append(run)
         for mode, done in runs.items():
             results[(mode, size)] = _median_run(done)
+    crossings = [_run_child("crossing", size, args.timeout) for size in sizes]
     slow = {}
     if args.latency:
         for mode in ("inline", "default"):
@@ -286,6 +346,8 @@ def main() -> None:
     print(table(results, sizes))
     print()
     print(verdicts(results, sizes))
+    print()
+    print(crossing_table(crossings))
     if slow and all("total" in r for r in slow.values()):
         inline, default = slow["inline"]["total"], slow["default"]["total"]
         print(
