@@ -15,9 +15,10 @@ written straight from its own memory, without the encoding copies: one copy in t
 the worker's side an ASCII ``str`` (kind ``"ascii"``) or ``bytes`` from a sealed file is read
 with ``preadv`` straight into a new, still private object of the right size: one copy, no
 decoding pass and no mapping whose pages would each fault in (at 1 GB the mapping and the
-decode took about three times a plain copy). Which side frees the file's pages is the last to
-close it: the parent keeps its descriptor until the worker has answered and then closes it in
-the background (:func:`release`), so freeing (~0.3 s a GB) is on neither side's step.
+decode took about three times a plain copy). Whoever closes the file last frees its pages
+(~0.2-0.6 s a GB): that is the worker, since the parent closes its descriptor once the message is
+sent; the worker closes a big file from a background thread (:func:`read`), so the freeing runs
+beside the step instead of before it, and the memory is back as soon as the value is built.
 """
 
 from __future__ import annotations
@@ -29,12 +30,15 @@ import sys
 import threading
 from collections.abc import Callable
 
-__all__ = ["MAPPED_MIN", "MAX_MAPPED", "available", "close_all", "read", "release", "write"]
+__all__ = ["BACKGROUND_CLOSE_MIN", "MAPPED_MIN", "MAX_MAPPED", "available", "close_all", "read", "write"]
 
 MAPPED_MIN = 1 << 20
 """Values at least this long (characters or bytes) cross mapped; smaller ones are pickled."""
 MAX_MAPPED = 32
 """The most values one message brings as memory files (further ones are pickled)."""
+BACKGROUND_CLOSE_MIN = 1 << 26
+"""A file at least this big is closed by :func:`read` from a background thread (freeing 64 MiB
+of pages takes ~10 ms; a smaller one is closed at once, so it is surely gone when the step ends)."""
 _CHUNK = 1 << 20
 _BIG_CHUNK = 1 << 24
 _ENCODING = ("utf-8", "surrogatepass")
@@ -131,7 +135,8 @@ def _ascii_view(value: str) -> memoryview | None:
 
 
 def read(fd: int, kind: str, size: int) -> str | bytes:
-    """The value :func:`write` stored, copied out once; closes ``fd``."""
+    """The value :func:`write` stored, copied out once; closes ``fd`` (in the background when
+    the file is at least :data:`BACKGROUND_CLOSE_MIN` bytes: this close frees its pages)."""
     try:
         if os.fstat(fd).st_size != size:
             raise ValueError(f"the value's file holds {os.fstat(fd).st_size} bytes, not {size}")
@@ -148,7 +153,17 @@ def read(fd: int, kind: str, size: int) -> str | bytes:
                 return bytes(mapping)
             return str(mapping, *_ENCODING) if kind == "str" else str(mapping, "ascii")
     finally:
-        os.close(fd)
+        _close_soon(fd, size)
+
+
+def _close_soon(fd: int, size: int) -> None:
+    if size >= BACKGROUND_CLOSE_MIN:
+        try:
+            threading.Thread(target=close_all, args=([fd],), name="rlm-mapped-close", daemon=True).start()
+            return
+        except RuntimeError:  # no new threads (the interpreter is shutting down)
+            pass
+    os.close(fd)
 
 
 def _sealed(fd: int) -> bool:
@@ -218,23 +233,6 @@ def _probe_layout() -> tuple[Callable[..., str], Callable[..., bytes], int, int]
         return new_ascii, new_bytes, str_offset, bytes_offset
     except (ImportError, AttributeError, TypeError, ValueError, OSError):
         return None
-
-
-def release(fds: list[int]) -> None:
-    """Close ``fds`` (emptied now) from a background thread once the worker has read them.
-
-    The last descriptor's close frees the file's pages, ~0.3 s a GB, and the parent's is the
-    last: the worker closes its own before it answers. A kill frees them as before (the
-    worker's descriptors die with it, the parent's are closed here whatever happened).
-    """
-    if not fds:
-        return
-    taken = fds[:]
-    fds.clear()
-    try:
-        threading.Thread(target=close_all, args=(taken,), name="rlm-mapped-release", daemon=True).start()
-    except RuntimeError:  # no new threads (the interpreter is shutting down)
-        close_all(taken)
 
 
 def close_all(fds: list[int]) -> None:

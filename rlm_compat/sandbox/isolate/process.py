@@ -285,12 +285,13 @@ class ProcessRunner:
                 return  # the first step starts a worker (or says why not) and sends env again
             self._sent = sent  # a new session's account starts empty; this message is its start
             seq = self._send(channel, message, fds)
+            mapped.close_all(fds)
             reply = replies.parse(channel.recv(time.monotonic() + 60), ("synced",), seq)
         except _CHANNEL_ERRORS:
             self._drop()
             return
         finally:
-            mapped.release(fds)
+            mapped.close_all(fds)
         assert isinstance(reply, replies.Synced)
         self._notes = {**self._unsent, **reply.unloadable}
 
@@ -346,7 +347,7 @@ class ProcessRunner:
             self._drop()
             raise died.error(text) from None
         finally:
-            mapped.release(fds)
+            mapped.close_all(fds)
         return self._finish(reply, env, request["op"])
 
     def _sync(self, env: dict[str, Any], fds: list[int]) -> dict[str, Any]:
@@ -415,13 +416,14 @@ class ProcessRunner:
         the parent's CPU for decoding is held to ``Limits.cpu_seconds`` as well, so a worker
         flooding it with host calls meets the deadline like any other step. The worker may die
         between the liveness check and the send (a kill from outside): a broken pipe then reads
-        like any other death. The caller closes the memory files once the step is over (see
-        :func:`.mapped.release`).
+        like any other death. The memory files are closed here as soon as they are sent.
         """
         try:
             seq = self._send(channel, request, fds)
         except OSError as exc:
             raise _WorkerDied(self._texts.crashed(self._death(exc))) from None
+        finally:
+            mapped.close_all(fds)
         limit = self.config.timeout
         budget = limit + KILL_GRACE
         if timeout is not None and timeout < limit:

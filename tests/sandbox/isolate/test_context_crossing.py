@@ -89,21 +89,12 @@ def test_sent_once_per_session_and_again_after_a_kill(writes: list[int]) -> None
         assert writes == [len(TEXT), len(TEXT)]
 
 
-def _wait_for_release(before: int) -> None:
-    """The parent closes its descriptors in the background once the step is over (the close
-    that frees the pages is not on the step's path): they are gone soon after, not at once."""
-    deadline = time.monotonic() + 20
-    while open_fds() != before:
-        assert time.monotonic() < deadline, (open_fds(), before)
-        time.sleep(0.01)
-
-
 def test_nothing_of_the_file_outlives_the_step(executor: REPLExecutor) -> None:
     env: dict[str, Any] = {"context": TEXT}
     executor.execute("x = 1", {"warm": 1})
     before = open_fds()
     executor.execute("n = len(context)", env)
-    _wait_for_release(before)
+    assert open_fds() == before
     fds, maps = _worker_files(executor)
     assert maps == [] and not any("rlm-compat-value" in fd for fd in fds), (fds, maps)
 
@@ -253,31 +244,45 @@ def test_an_unsealed_file_is_decoded_and_checked() -> None:
         mapped.read(fd, "ascii", 4000)
 
 
-def test_the_parent_keeps_its_descriptor_until_the_worker_has_read(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    """The descriptors are closed after the worker's answer (then the parent's close is the one
-    that frees the pages, off the step's path), and closed after a failed step too."""
-    released: list[list[int]] = []
-    real = mapped.release
+def test_a_big_file_is_closed_beside_the_step(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The reader's close is the last one (the parent closed its descriptor once it sent the
+    message), so it frees the pages: for a big file it runs in the background, a small one is
+    closed at once."""
+    fd, kind, size = mapped.write(ASCII)
+    inode = os.fstat(fd).st_ino
+    assert mapped.read(fd, kind, size) == ASCII
+    assert not _holds(fd, inode)
+    monkeypatch.setattr(mapped, "BACKGROUND_CLOSE_MIN", 1)
+    fd, kind, size = mapped.write(DATA)
+    inode = os.fstat(fd).st_ino
+    assert mapped.read(fd, kind, size) == DATA
+    _until(lambda: not _holds(fd, inode))
 
-    def spy(fds: list[int]) -> None:
-        released.append([fd for fd in fds if _is_open(fd)])
-        real(fds)
 
-    monkeypatch.setattr(mapped, "release", spy)
+def test_the_worker_lets_go_of_a_big_context_file() -> None:
+    context = "x" * mapped.BACKGROUND_CLOSE_MIN
     with REPLExecutor(isolation="process", timeout=30) as ex:
-        env: dict[str, Any] = {"context": ASCII}
-        ex.execute("n = len(context)", env)
-        env["blob"] = DATA
-        with pytest.raises(REPLError):
-            ex.execute("raise ValueError(len(blob))", env)
-    assert [len(fds) for fds in released if fds] == [1, 1]
+        env: dict[str, Any] = {"context": context}
+        assert ex.execute("print(len(context))", env) == str(len(context))
+
+        def gone() -> bool:
+            fds, maps = _worker_files(ex)
+            return maps == [] and not any("rlm-compat-value" in fd for fd in fds)
+
+        _until(gone)
 
 
-def _is_open(fd: int) -> bool:
+def _until(done: Any) -> None:
+    """Wait for something a background thread does (a bound on waiting, not on speed)."""
+    deadline = time.monotonic() + 30
+    while not done():
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+
+
+def _holds(fd: int, inode: int) -> bool:
+    """Whether ``fd`` is still that file (a closed number may be reused by another file)."""
     try:
-        os.fstat(fd)
+        return os.fstat(fd).st_ino == inode
     except OSError:
         return False
-    return True
