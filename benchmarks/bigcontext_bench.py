@@ -1,6 +1,7 @@
 """Big contexts through the RLM loop: inline, the default worker, and plain ``exec``, in one run.
 
-    python benchmarks/bigcontext_bench.py [--sizes 100,1000] [--timeout 120] [--runs 3] [--latency 0.5]
+    python benchmarks/bigcontext_bench.py [--sizes 100,1000] [--timeout S] [--runs 3] [--runs-rest 2]
+        [--latency 0.5]
 
 The workload (issue 22): a deterministic log-like context of ``--sizes`` MB (lines of ~90
 characters, 1 in 97 an ``ERROR``), then through ``RLM.complete`` with a scripted model:
@@ -13,11 +14,12 @@ characters, 1 in 97 an ``ERROR``), then through ``RLM.complete`` with a scripted
 6. ``result = ...`` and ``FINAL_VAR(result)``
 
 Each mode runs in its own fresh process (so peak memory is its own; the first size ``--runs``
-times, modes interleaved, cells are medians; the other sizes once): ``inline``
+times, modes interleaved, cells are medians; the other sizes ``--runs-rest`` times): ``inline``
 (``isolation="inline"``), ``default`` (profile ``fixed``'s default: a worker process, state in
-the worker) and ``plain`` (the same code with ``exec`` in one dict, no RLM). Nothing but the
-per-step ``repl_timeout`` differs from the defaults (5 s is upstream's; a 1 GB split alone takes
-longer on a shared 2-core machine, inline too). Reported per mode: each step's wall time, the
+the worker) and ``plain`` (the same code with ``exec`` in one dict, no RLM). Every setting is
+the default unless ``--timeout`` sets ``repl_timeout`` (profile ``fixed``'s default step timeout
+grows with the context, 35 s at 1 GB; issue 34): each run's answer must equal ``plain``'s, so a
+step that timed out shows as a MISS. Reported per mode: each step's wall time, the
 whole run, the parent's peak RSS and (default) the worker's peak RSS (``VmHWM``, read after each
 step). Targets (issue 22, 100 MB): whole run <= 1.5x inline, trivial step <= 5 ms, parent peak
 <= context + 300 MB; 1 GB: the workload succeeds. PASS / MISS is printed, never asserted.
@@ -26,6 +28,11 @@ The scripted model answers at once, so the first step waits for the whole crossi
 loop starts sending the context to the worker before its first model call; with a real model
 that call hides it). A second run at the first size with the model answering after
 ``--latency`` seconds shows that case.
+
+The crossing alone (issue 34): per size, in one process, a plain in-process copy of the
+context's bytes, the parent's write of the memory file, the worker's read of it, and the first
+step of an already started worker (the context crosses); the crossing is reported as a ratio to
+the plain copy (target <= 3x).
 """
 
 from __future__ import annotations
@@ -89,9 +96,10 @@ def _worker_hwm_mb(pid: int | None) -> float | None:
     return None
 
 
-def child(mode: str, megabytes: int, timeout: float, latency: float = 0.0) -> dict[str, Any]:
+def child(mode: str, megabytes: int, timeout: float | None, latency: float = 0.0) -> dict[str, Any]:
     """One mode, one size, in this (fresh) process."""
     context = make_context(megabytes)
+    step_timeout = None
     base_rss = _peak_rss_mb()
     times: list[float] = []
     worker_peak: list[float] = []
@@ -134,21 +142,25 @@ def child(mode: str, megabytes: int, timeout: float, latency: float = 0.0) -> di
                 await asyncio.sleep(latency)
                 return await scripted.complete(model, messages, **kwargs)
 
+        chosen: dict[str, Any] = {} if timeout is None else {"repl_timeout": timeout}
         rlm = RLM(
             "scripted",
             client=Slow() if latency else scripted,
             isolation="inline" if mode == "inline" else None,
-            repl_timeout=timeout,
+            **chosen,
         )
         started = time.perf_counter()
         answer = rlm.complete("How many errors?", context)
         total = time.perf_counter() - started
+        assert rlm.last_run is not None
+        step_timeout = rlm.last_run.config["repl_timeout"]
     return {
         "mode": mode,
         "mb": megabytes,
         "context_mb": len(context) / MB,
         "context_mib": len(context) / (1 << 20),
         "answer": answer,
+        "step_timeout": step_timeout,
         "steps": times,
         "total": total,
         "parent_peak_mb": _peak_rss_mb(),
@@ -157,7 +169,60 @@ def child(mode: str, megabytes: int, timeout: float, latency: float = 0.0) -> di
     }
 
 
-def _run_child(mode: str, megabytes: int, timeout: float, latency: float = 0.0) -> dict[str, Any]:
+def crossing(megabytes: int, repeats: int = 3) -> dict[str, Any]:
+    """The context's crossing against a plain in-process copy of the same bytes, in one process.
+
+    ``plain``: ``context + "."`` (a new ``str`` of the same bytes: one allocation, one memcpy).
+    ``write`` / ``read``: the two halves of the crossing run here, as the parent and the worker
+    run them (:mod:`rlm_compat.sandbox.isolate.mapped`). ``crossing``: ``n = len(context)`` as the
+    first step of a worker already started (``k = 1`` before it), so the worker's start is not
+    counted; a fresh worker each time, since a session sends its context once. Medians.
+    """
+    from rlm_compat.repl import REPLExecutor
+    from rlm_compat.sandbox.isolate import mapped
+
+    context = make_context(megabytes)
+    timings: dict[str, list[float]] = {"plain": [], "write": [], "read": [], "crossing": []}
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        copy = context + "."
+        timings["plain"].append(time.perf_counter() - t0)
+        del copy
+        t0 = time.perf_counter()
+        fd, kind, size = mapped.write(context)
+        timings["write"].append(time.perf_counter() - t0)
+        t0 = time.perf_counter()
+        value = mapped.read(fd, kind, size)
+        timings["read"].append(time.perf_counter() - t0)
+        del value
+        with REPLExecutor(isolation="process", timeout=600) as ex:
+            ex.execute("k = 1", {})
+            t0 = time.perf_counter()
+            ex.execute("n = len(context)", {"context": context})
+            timings["crossing"].append(time.perf_counter() - t0)
+    return {"mode": "crossing", "mb": megabytes, **{k: statistics.median(v) for k, v in timings.items()}}
+
+
+def crossing_table(rows: list[dict[str, Any]]) -> str:
+    lines = [
+        "| size | plain copy (ms) | parent's write (ms) | worker's read (ms) | crossing (ms) "
+        "| crossing / plain copy <= 3x |",
+        "|---|---|---|---|---|---|",
+    ]
+    for r in rows:
+        if "error" in r:
+            lines.append(f"| {r['mb']} MB | failed: {r['error']} | | | | MISS |")
+            continue
+        ratio = r["crossing"] / r["plain"]
+        ok = "PASS" if ratio <= 3 else "MISS"
+        lines.append(
+            f"| {r['mb']} MB | {_ms(r['plain'])} | {_ms(r['write'])} | {_ms(r['read'])} "
+            f"| {_ms(r['crossing'])} | {ratio:.2f}x {ok} |"
+        )
+    return "\n".join(lines)
+
+
+def _run_child(mode: str, megabytes: int, timeout: float | None, latency: float = 0.0) -> dict[str, Any]:
     env = dict(os.environ, PYTHONPATH=str(ROOT), LITELLM_LOCAL_MODEL_COST_MAP="True")
     argv = [sys.executable, __file__, "--child", json.dumps([mode, megabytes, timeout, latency])]
     proc = subprocess.run(argv, capture_output=True, text=True, env=env, cwd=ROOT)
@@ -178,6 +243,7 @@ def _median_run(runs: list[dict[str, Any]]) -> dict[str, Any]:
     workers = [r["worker_peak_mb"] for r in runs if r["worker_peak_mb"] is not None]
     merged["worker_peak_mb"] = max(workers) if workers else None
     merged["runs"] = len(runs)
+    merged["answers"] = [r["answer"] for r in runs]
     return merged
 
 
@@ -237,6 +303,12 @@ def verdicts(results: dict[tuple[str, int], dict[str, Any]], sizes: list[int]) -
             continue
         answer = default["answer"]
         lines.append(f"| {size} MB workload succeeds, default configuration | answer {answer!r} | PASS |")
+        expected = results.get(("plain", size), {}).get("answer")
+        for mode, r in (("inline", inline), ("default", default)):
+            answers = r.get("answers", [])
+            ok = "PASS" if answers and all(a == expected for a in answers) and "error" not in r else "MISS"
+            label = f"{size} MB {mode}: every step done, no timeout, answer = plain's ({len(answers)} runs)"
+            lines.append(f"| {label} | step timeout {r.get('step_timeout')} s | {ok} |")
         if "steps" in inline:
             ratio = default["total"] / inline["total"]
             ok = "PASS" if ratio <= 1.5 else "MISS"
@@ -254,13 +326,15 @@ def verdicts(results: dict[tuple[str, int], dict[str, Any]], sizes: list[int]) -
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", default="100,1000")
-    parser.add_argument("--timeout", type=float, default=120.0)
+    parser.add_argument("--timeout", type=float, default=None, help="repl_timeout (default: the profile's)")
     parser.add_argument("--runs", type=int, default=3, help="runs of the first size (medians)")
+    parser.add_argument("--runs-rest", type=int, default=2, help="runs of the other sizes")
     parser.add_argument("--latency", type=float, default=0.5, help="model latency of the extra rows")
     parser.add_argument("--child")
     args = parser.parse_args()
     if args.child:
-        print(json.dumps(child(*json.loads(args.child))))
+        spec = json.loads(args.child)
+        print(json.dumps(crossing(spec[1]) if spec[0] == "crossing" else child(*spec)))
         return
     sizes = [int(s) for s in args.sizes.split(",")]
     with open("/proc/loadavg") as f:
@@ -269,13 +343,14 @@ def main() -> None:
     results: dict[tuple[str, int], dict[str, Any]] = {}
     for size in sizes:
         runs: dict[str, list[dict[str, Any]]] = {"inline": [], "default": [], "plain": []}
-        for _ in range(args.runs if size == sizes[0] else 1):
+        for _ in range(args.runs if size == sizes[0] else args.runs_rest):
             for mode in runs:  # interleaved, so load drifts hit every mode alike
                 run = _run_child(mode, size, args.timeout)
                 print(f"  {mode} {size} MB: {json.dumps(run)[:300]}", file=sys.stderr)
                 runs[mode].append(run)
         for mode, done in runs.items():
             results[(mode, size)] = _median_run(done)
+    crossings = [_run_child("crossing", size, args.timeout) for size in sizes]
     slow = {}
     if args.latency:
         for mode in ("inline", "default"):
@@ -286,6 +361,8 @@ def main() -> None:
     print(table(results, sizes))
     print()
     print(verdicts(results, sizes))
+    print()
+    print(crossing_table(crossings))
     if slow and all("total" in r for r in slow.values()):
         inline, default = slow["inline"]["total"], slow["default"]["total"]
         print(

@@ -21,6 +21,7 @@ from .errors import ConfigurationError
 from .profiles import Profile, resolve_profile
 
 __all__ = [
+    "CONTEXT_SECONDS_PER_GB",
     "ISOLATIONS",
     "ISOLATION_ENV",
     "START_METHODS",
@@ -124,6 +125,13 @@ class WorkerResourceLimits:
         return (base or Limits()).replace(**changes)
 
 
+CONTEXT_SECONDS_PER_GB = 30.0
+"""Profile ``fixed``'s default step timeout grows by this many seconds per 10^9 characters of
+the node's context (5 s + 30 s per GB: 35 s at 1 GB). A pass over a 1 GB context (``split``, a
+comprehension over its lines, ``re.findall``) takes 1-7 s on a loaded 2-core machine, inline or
+in a worker; upstream's fixed 5 s failed such runs for being big, not for being wrong."""
+
+
 @dataclasses.dataclass(frozen=True)
 class ReplConfig:
     """How model code runs: profile, per-step timeout, output cap, isolation, limits.
@@ -146,6 +154,10 @@ class ReplConfig:
     strip_output: bool = False
     """Strip the whole output of surrounding whitespace before it is cut and counted
     (recursive-llm 0.5.0's observation); False: 2fb46cc's, the raw output is cut and counted."""
+    timeout_per_gb: float = 0.0
+    """Seconds added to ``timeout`` per 10^9 characters of a session's context (see
+    :meth:`for_context`); 0: ``timeout`` whatever the context. The RLM sets
+    :data:`CONTEXT_SECONDS_PER_GB` in profile ``fixed`` when no timeout is given."""
 
     def __post_init__(self) -> None:
         profile: Any = self.profile  # a name is accepted too
@@ -184,6 +196,24 @@ class ReplConfig:
         object.__setattr__(self, "start_method", start)
         if not isinstance(self.strip_output, bool):
             raise ConfigurationError(f"strip_output must be True or False, not {self.strip_output!r}")
+        per_gb = self.timeout_per_gb
+        if isinstance(per_gb, bool) or not isinstance(per_gb, (int, float)) or not 0 <= per_gb < math.inf:
+            raise ConfigurationError(f"timeout_per_gb must be a finite number >= 0, not {per_gb!r}")
+        object.__setattr__(self, "timeout_per_gb", float(per_gb))
+
+    def timeout_for(self, context_chars: int) -> float:
+        """The step timeout of a session whose context has ``context_chars`` characters:
+        ``timeout + timeout_per_gb * chars / 10^9``, to a tenth of a second (so a small context
+        keeps ``timeout`` exactly)."""
+        if not self.timeout_per_gb or math.isinf(self.timeout):
+            return self.timeout
+        return round(self.timeout + self.timeout_per_gb * context_chars / 1e9, 1)
+
+    def for_context(self, context_chars: int) -> ReplConfig:
+        """This configuration with the timeout :meth:`timeout_for` gives, fixed from then on."""
+        if not self.timeout_per_gb:
+            return self
+        return dataclasses.replace(self, timeout=self.timeout_for(context_chars), timeout_per_gb=0.0)
 
     def replace(self, **changes: Any) -> ReplConfig:
         """A copy with some fields changed (validated); ``profile`` may be a name."""

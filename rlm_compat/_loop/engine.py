@@ -89,7 +89,7 @@ class Engine:
         if settings.depth >= settings.max_depth and not settings.release.root_exempt(settings.depth):
             raise MaxDepthError(f"Max recursion depth ({settings.max_depth}) exceeded")
         run = self.new_run()
-        config = run_config(settings, self.client)
+        config = run_config(settings, self.client, _size(context))
         root, depth = run.node_id("rlm"), settings.depth
         kept: list[list[Message]] = []
         run.note_context(root, context)
@@ -166,7 +166,9 @@ class Engine:
         settings = self.settings
         # One REPL session per node: concurrent runs of one RLM never share a namespace or worker.
         # state="worker": the namespace stays in the worker; env names what it holds (see repl.py)
-        repl = self.repl_factory(config=settings.repl, api=settings.api, state="worker")
+        # for_context: the step timeout this node's context earns (profile fixed, none given)
+        config = settings.repl.for_context(_size(context))
+        repl = self.repl_factory(config=config, api=settings.api, state="worker")
         calls = LoopSubCalls(
             settings,
             run,

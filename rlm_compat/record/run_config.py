@@ -24,16 +24,25 @@ __all__ = ["messages_digest", "run_config"]
 _SECRET_WORDS = ("key", "token", "secret", "password", "authorization", "header", "credential")
 
 
-def run_config(settings: Settings, client: Any) -> dict[str, Any]:
+def run_config(settings: Settings, client: Any, context_chars: int = 0) -> dict[str, Any]:
     """The RLM's ``settings`` (and its ``client``'s type) as JSON-ready data, credentials left out.
 
     One key per constructor keyword that :data:`~rlm_compat.settings.RECORDED` names,
     plus what no single keyword holds: the node's depth, the API preset, the workers' hardening
-    layers, the client's type and the model-call options.
+    layers, the client's type and the model-call options. Where the step timeout follows the
+    context (profile ``fixed``, none given), ``repl_timeout`` is the root's, for its context of
+    ``context_chars`` characters (what a replay of the run should allow), and
+    ``repl_timeout_rule`` says how it was made; otherwise that rule is None.
     """
     config = {name: read(settings) for name, read in RECORDED.items()}
+    repl = settings.repl
+    rule = None
+    if repl.timeout_per_gb:
+        config["repl_timeout"] = repl.timeout_for(context_chars)
+        rule = {"seconds": repl.timeout, "per_gb": repl.timeout_per_gb, "context_chars": context_chars}
     return {
         **config,
+        "repl_timeout_rule": rule,
         "depth": settings.depth,
         "api": settings.api.name,
         "hardening": _hardening(str(settings.repl.isolation)),

@@ -13,7 +13,7 @@ from typing import Any, Generic, TypeVar, overload
 from .._releases import Release, r050, select_release
 from .._releases.r050.executor import DEFAULT_SNAPSHOT_BYTES, check_snapshot_bytes
 from ..compat import ApiSemantics
-from ..config import ISOLATIONS, Limits, ReplConfig, WorkerResourceLimits
+from ..config import CONTEXT_SECONDS_PER_GB, ISOLATIONS, Limits, ReplConfig, WorkerResourceLimits
 from ..errors import ConfigurationError
 from ..profiles import Profile, resolve_profile
 from ..record.budget import RunBudget
@@ -126,7 +126,9 @@ class Settings:
         "sub-tasks over smaller pieces can be held shorter than the root's",
         "float | None",
         check=or_none(positive_seconds),
-        child=lambda s, value: {} if value is None else {"repl": dataclasses.replace(s.repl, timeout=value)},
+        child=lambda s, value: (
+            {} if value is None else {"repl": dataclasses.replace(s.repl, timeout=value, timeout_per_gb=0.0)}
+        ),
         flag=Flag("loop"),
     )
     prompt_version: str | None = option(
@@ -236,7 +238,12 @@ FOLDED: Mapping[str, Parameter] = {
         "LLMClient | None",
     ),
     "repl_timeout": Parameter(
-        "seconds one REPL step may run", "float | None", 5, record=_timeout, flag=Flag("loop")
+        "seconds one REPL step may run (None: no limit); not given: 5, plus in profile fixed 30 s "
+        "per 10^9 characters of the node's context (CONTEXT_SECONDS_PER_GB; recorded: the root's)",
+        "float | None",
+        5,
+        record=_timeout,
+        flag=Flag("loop"),
     ),
     "max_output_chars": Parameter(
         "the most REPL output shown to the model per step",
@@ -365,7 +372,7 @@ def build_settings(
         given["repl_memory_limit_mb"], given["repl_cpu_time_limit_seconds"], given["repl_max_open_files"]
     )
     integer(given["max_output_chars"], release.least_limit, "max_output_chars")
-    repl = _repl_config(given, resources)
+    repl = _repl_config(given, resources, timeout_given="repl_timeout" in keywords)
     budget = Budget(
         given["max_total_calls"],
         given["max_total_tokens"],
@@ -395,8 +402,16 @@ def _observers(on_event: Any, event_handler: Any, observers: Iterable[Observer])
     return handlers
 
 
-def _repl_config(given: Mapping[str, Any], resources: WorkerResourceLimits) -> ReplConfig:
-    """``repl_config`` whole, or one made of the loose REPL keywords (0.5.0's limits folded in)."""
+def _repl_config(
+    given: Mapping[str, Any], resources: WorkerResourceLimits, *, timeout_given: bool
+) -> ReplConfig:
+    """``repl_config`` whole, or one made of the loose REPL keywords (0.5.0's limits folded in).
+
+    Profile ``fixed`` (and its ablations, ``fixed-with:...``) without a ``repl_timeout`` lets the
+    step timeout grow with each node's context (:data:`~rlm_compat.config.CONTEXT_SECONDS_PER_GB`):
+    a big context fails for its size otherwise. Profile ``upstream`` and its ablations keep
+    2fb46cc's fixed 5 s (fidelity); a timeout the user gives (or a whole ``repl_config``) is kept.
+    """
     whole, limits = given["repl_config"], given["limits"]
     if resources.configured:
         if whole is not None:
@@ -407,12 +422,15 @@ def _repl_config(given: Mapping[str, Any], resources: WorkerResourceLimits) -> R
             )
         limits = resources.to_limits(limits)
     if whole is None:
+        profile = resolve_profile(given["profile"])
+        grows = not timeout_given and profile.name.partition(":")[0] in ("fixed", "fixed-with")
         return ReplConfig(
-            profile=resolve_profile(given["profile"]),
+            profile=profile,
             timeout=given["repl_timeout"],
             max_output_chars=given["max_output_chars"],
             isolation=given["isolation"],
             limits=Limits() if limits is None else limits,
+            timeout_per_gb=CONTEXT_SECONDS_PER_GB if grows else 0.0,
         )
     if not isinstance(whole, ReplConfig):
         raise ConfigurationError(f"repl_config must be a ReplConfig, not {type(whole).__name__}")

@@ -34,7 +34,7 @@ __all__ = [
     "MessageTooLarge",
 ]
 
-PROTOCOL = 3
+PROTOCOL = 4
 PEERS = ("worker", "parent")
 ENVELOPE_DEPTH = 6
 """A worker's message nests no deeper than this where the parent reads it (its fields are checked

@@ -272,13 +272,19 @@ class ProcessRunner:
             self._lock.release()
 
     def _send_only(self, env: dict[str, Any]) -> None:
-        try:
-            channel = self._ensure()
-        except REPLError:
-            return
+        """Start the worker and send it ``env``. The big values are written to their memory files
+        first, while the fork server and the worker are still starting: the parent's copy of the
+        context overlaps the start instead of following it."""
         fds: list[int] = []
         try:
-            seq = self._send(channel, {**self._sync(env, fds), "op": "sync"}, fds)
+            message = {**self._sync(env, fds), "op": "sync"}
+            sent = self._sent
+            try:
+                channel = self._ensure()
+            except REPLError:
+                return  # the first step starts a worker (or says why not) and sends env again
+            self._sent = sent  # a new session's account starts empty; this message is its start
+            seq = self._send(channel, message, fds)
             mapped.close_all(fds)
             reply = replies.parse(channel.recv(time.monotonic() + 60), ("synced",), seq)
         except _CHANNEL_ERRORS:

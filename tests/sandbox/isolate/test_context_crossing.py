@@ -205,3 +205,84 @@ def test_the_context_changed_in_the_step_is_sent_back_not_aliased() -> None:
         env: dict[str, Any] = {"context": TEXT}
         ex.execute("old = context\ncontext = context.upper()", env)
         assert env["old"] == TEXT and env["context"] == TEXT.upper()
+
+
+ASCII = ("an ascii line, id=42\n" * (mapped.MAPPED_MIN // 20))[: mapped.MAPPED_MIN + 3]
+
+
+def test_an_ascii_context_is_read_into_an_ordinary_str(executor: REPLExecutor, writes: list[int]) -> None:
+    """The ASCII path fills a new ``str`` in place (no decoding); what the model gets behaves as
+    any other ``str``: equal, hashable, ASCII, sliceable, and not the same object twice."""
+    env: dict[str, Any] = {"context": ASCII}
+    code = (
+        "same = context == 'an ascii line, id=42\\n' * (len(context) // 21) + context[-(len(context) % 21):]\n"
+        "keyed = {context: 1}[context[:] + '']\n"
+        "flags = (context.isascii(), context.isprintable(), context[-3:], context.count('id=42'))\n"
+    )
+    assert executor.execute(code, env) == "Code executed successfully (no output)"
+    assert writes == [len(ASCII)]
+    assert env["same"] is True and env["keyed"] == 1
+    assert env["flags"] == (True, False, ASCII[-3:], ASCII.count("id=42"))
+
+
+def test_the_kind_says_ascii_and_both_fast_reads_round_trip() -> None:
+    fd, kind, size = mapped.write(ASCII)
+    assert (kind, size) == ("ascii", len(ASCII))
+    value = mapped.read(fd, kind, size)
+    assert type(value) is str and value == ASCII and hash(value) == hash(ASCII)
+    fd, kind, size = mapped.write(DATA)
+    value = mapped.read(fd, kind, size)
+    assert (kind, type(value), value) == ("bytes", bytes, DATA)
+
+
+@pytest.mark.skipif(not hasattr(os, "memfd_create"), reason="no memfd here")
+def test_an_unsealed_file_is_decoded_and_checked() -> None:
+    """Only a sealed file (no one can write to it) skips the ASCII check: another is decoded."""
+    fd = os.memfd_create("test-unsealed")
+    os.write(fd, b"abc\xe9" * 1000)
+    with pytest.raises(UnicodeDecodeError):
+        mapped.read(fd, "ascii", 4000)
+
+
+def test_a_big_file_is_closed_beside_the_step(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The reader's close is the last one (the parent closed its descriptor once it sent the
+    message), so it frees the pages: for a big file it runs in the background, a small one is
+    closed at once."""
+    fd, kind, size = mapped.write(ASCII)
+    inode = os.fstat(fd).st_ino
+    assert mapped.read(fd, kind, size) == ASCII
+    assert not _holds(fd, inode)
+    monkeypatch.setattr(mapped, "BACKGROUND_CLOSE_MIN", 1)
+    fd, kind, size = mapped.write(DATA)
+    inode = os.fstat(fd).st_ino
+    assert mapped.read(fd, kind, size) == DATA
+    _until(lambda: not _holds(fd, inode))
+
+
+def test_the_worker_lets_go_of_a_big_context_file() -> None:
+    context = "x" * mapped.BACKGROUND_CLOSE_MIN
+    with REPLExecutor(isolation="process", timeout=30) as ex:
+        env: dict[str, Any] = {"context": context}
+        assert ex.execute("print(len(context))", env) == str(len(context))
+
+        def gone() -> bool:
+            fds, maps = _worker_files(ex)
+            return maps == [] and not any("rlm-compat-value" in fd for fd in fds)
+
+        _until(gone)
+
+
+def _until(done: Any) -> None:
+    """Wait for something a background thread does (a bound on waiting, not on speed)."""
+    deadline = time.monotonic() + 30
+    while not done():
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+
+
+def _holds(fd: int, inode: int) -> bool:
+    """Whether ``fd`` is still that file (a closed number may be reused by another file)."""
+    try:
+        return os.fstat(fd).st_ino == inode
+    except OSError:
+        return False
