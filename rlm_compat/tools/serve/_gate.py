@@ -7,7 +7,7 @@ import collections
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
-from ._protocol import ApiError
+from ._errors import ApiError
 
 __all__ = ["Gate"]
 
@@ -21,6 +21,15 @@ class Gate:
         self._timeout = timeout
         self._waiters: collections.deque[asyncio.Future[None]] = collections.deque()
         self.running = 0
+        self._closed: ApiError | None = None
+
+    def close(self, error: ApiError) -> None:
+        """Every waiting and later request fails with ``error`` (the server is shutting down)."""
+        self._closed = error
+        while self._waiters:
+            waiter = self._waiters.popleft()
+            if not waiter.done():
+                waiter.set_exception(error)
 
     @property
     def waiting(self) -> int:
@@ -37,6 +46,8 @@ class Gate:
             self._release()
 
     async def _acquire(self) -> None:
+        if self._closed is not None:
+            raise self._closed
         if self._free > 0 and not self.waiting:
             self._free -= 1
             return

@@ -10,7 +10,8 @@ import pytest
 from rlm_compat.errors import BudgetExceededError, MaxIterationsError
 from rlm_compat.tools import ToolUsageError
 from rlm_compat.tools.serve import RLM_KEYS, SERVER_OWNED, ApiError, ModelRegistry, ModelSpec, ServeLimits
-from rlm_compat.tools.serve._protocol import error_for_failure, parse_request
+from rlm_compat.tools.serve._outcomes import error_for_failure
+from rlm_compat.tools.serve._protocol import parse_request
 
 LIMITS = ServeLimits(max_calls=10, max_seconds=60.0, max_context_chars=100)
 
