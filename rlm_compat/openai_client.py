@@ -12,7 +12,8 @@ It is opt-in (``RLM(..., client=OpenAICompatibleClient())``, ``rlm-compat serve 
 openai-compatible``): litellm stays the default path, for every provider it supports and for
 ``rlm_compat.core.litellm.acompletion`` patching. It does not price calls (``cost_usd`` is None,
 so a ``max_total_cost_usd`` budget has nothing to count), route other providers, or retry (a
-failed call raises at once; retries belong to the caller).
+failed call raises at once; retries belong to the caller: the RLM retries the same failures on this
+path as on litellm's, :func:`rlm_compat.retry.is_retryable`).
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ class ProviderStatusError(LLMCallError):
     def __init__(self, message: str, status: int, retry_after: float | None = None) -> None:
         super().__init__(message)
         self.status, self.retry_after = status, retry_after
+        self.status_code = status  # the name litellm's and the SDK's errors use: one retry rule for all
 
 
 class ProviderRateLimitError(ProviderStatusError):

@@ -59,7 +59,9 @@ def _check(body: Any) -> None:
     while todo:
         value, depth, node = todo.pop()
         if depth > MAX_DEPTH:
-            raise _bad_at(node, f"is nested deeper than this server reads (at most {MAX_DEPTH} levels)")
+            raise _bad_at(
+                node, f"is nested deeper than this server reads (at most {MAX_DEPTH} levels)", keys=2
+            )
         items = value.items() if isinstance(value, dict) else enumerate(value)
         for key, item in items:
             if isinstance(key, str) and _SURROGATE.search(key):
@@ -76,10 +78,16 @@ def _check(body: Any) -> None:
 _Node = tuple[Any, str | int] | None
 
 
-def _bad_at(node: _Node, what: str) -> ApiError:
+def _bad_at(node: _Node, what: str, keys: int | None = None) -> ApiError:
+    """A 400 naming the field; ``keys``: name only the first object keys of the path (the field the
+    client wrote, not a thousand levels of brackets below it)."""
     parts: list[str | int] = []
     while node is not None:
         node, key = node
         parts.append(key)
-    name = field_path(parts[::-1])
+    parts.reverse()
+    if keys is not None:
+        leading: list[str | int] = [p for p in parts[:keys] if isinstance(p, str)]
+        parts = parts[: len(leading)] if len(leading) == len(parts[:keys]) else leading[:1]
+    name = field_path(parts)
     return bad(f"'{name}' {what}", param=name if parts else None)

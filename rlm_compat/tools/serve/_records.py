@@ -48,7 +48,7 @@ class TrajectoryStore:
 
     def prune(self) -> None:
         """Remove the oldest ``*.jsonl`` files until both limits hold."""
-        files: list[tuple[float, str, int]] = []
+        files: list[tuple[int, str, int]] = []
         with os.scandir(self.directory) as entries:
             for entry in entries:
                 if entry.name.endswith(".jsonl") and entry.is_file(follow_symlinks=False):
@@ -56,7 +56,7 @@ class TrajectoryStore:
                         info = entry.stat(follow_symlinks=False)
                     except OSError:
                         continue
-                    files.append((info.st_mtime, entry.name, info.st_size))
+                    files.append((info.st_mtime_ns, entry.name, info.st_size))
         total = sum(size for _, _, size in files)
         count = len(files)
         files.sort()

@@ -1,0 +1,378 @@
+"""`rlm-compat serve` under careless and hostile clients (issue 31): limits a request cannot step around,
+files that would block or flood the server, malformed bodies, parameters it cannot honour, one error
+table for both client paths, trajectory retention.
+
+A real server process (tests/serve_harness.py) with small limits, talking through litellm and the
+lean client to the scripted loopback provider; the clients are the openai package, httpx and raw
+sockets. Every test ends with a plain request answered (the ``server`` fixture).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import socket
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import openai
+import pytest
+from serve_harness import MODEL, TOKEN, Served, rss_mb, serving
+
+from rlm_compat.testing import ErrorReply, RawReply, Reply, ScriptedChatServer
+from rlm_compat.tools.serve._errors import ApiError
+from rlm_compat.tools.serve._pool import BlockingPool
+
+pytest.importorskip("aiohttp")
+
+LEAN = "rlm-lean"
+MAX_CONTEXT = 1_000_000
+MAX_QUERY = 10_000
+KEEP_RUNS = 3
+ECHO = 'FINAL("ok:" + query[:12] + ":" + str(len(context)))'
+
+
+def _script(request: dict[str, Any]) -> Reply:
+    messages = request.get("messages", [])
+    if len(messages) == 1:
+        return "leaf"
+    query = str(messages[1].get("content", ""))
+    for marker, reply in (
+        ("P401", ErrorReply(401, "provider says: bad key")),
+        ("P429", ErrorReply(429, "provider rate limit", retry_after=0)),
+        ("P500", ErrorReply(500, "provider exploded")),
+        ("MALFORMED", RawReply(b"{not json")),
+        ("NOCHOICES", RawReply(b'{"choices": []}')),
+    ):
+        if marker in query:
+            return reply
+    if "SUBCALL" in query:
+        return 'r = llm_query("sub")\nFINAL("sub:" + r)'
+    if "CALLS" in query:
+        return 'for i in range(5):\n    llm_query("sub")\nFINAL("many")'
+    if "SLOW" in query:
+        time.sleep(2.5)
+        return ECHO
+    if "SPIN" in query:
+        return "x = 0\nwhile True:\n    x += 1"
+    return ECHO
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
+    root = tmp_path_factory.mktemp("hostile")
+    docs = root / "docs"
+    docs.mkdir()
+    (docs / "small.txt").write_text("alpha TOKEN-doc omega", encoding="utf-8")
+    with open(docs / "huge.txt", "wb") as f:  # sparse: 400 MB by its size, no disk
+        f.truncate(400 * 1024 * 1024)
+    os.mkfifo(docs / "pipe")
+    listener = socket.socket(socket.AF_UNIX)
+    listener.bind(str(docs / "sock"))
+    (docs / "sub").mkdir()
+    with ScriptedChatServer(_script) as provider:
+        config = root / "models.toml"
+        config.write_text(
+            f'[models.{LEAN}]\nmodel = "openai/gpt-4o-mini"\napi_base = "{provider.base_url}"\n'
+            'api_key_env = "PROVIDER_KEY"\nclient = "openai-compatible"\nrequest_timeout = 1.0\n'
+            "max_retries = 1\nretry_backoff_seconds = 0\n",
+            encoding="utf-8",
+        )
+        flags = ["--max-retries", "1", "--retry-backoff-seconds", "0", "--max-calls", "4"]
+        flags += ["--max-context-chars", str(MAX_CONTEXT), "--max-query-chars", str(MAX_QUERY)]
+        flags += ["--max-body-bytes", str(4 * MAX_CONTEXT), "--max-concurrent", "4", "--max-seconds", "20"]
+        flags += ["--documents-root", str(docs), "--trajectory-dir", str(root / "runs")]
+        flags += ["--trajectory-keep-runs", str(KEEP_RUNS), "--config", str(config)]
+        with serving(root, provider, *flags) as server:
+            server.provider = provider
+            yield server
+    listener.close()
+
+
+def _ask(server: Served, query: str, model: str = MODEL, **body: Any) -> Any:
+    return server.client(timeout=30).chat.completions.create(
+        model=model, messages=[{"role": "user", "content": query}], **body
+    )
+
+
+@pytest.fixture
+def server(served: Served) -> Iterator[Served]:
+    yield served
+    reply = _ask(served, "after", extra_body={"rlm": {"context": "TOKEN"}})
+    assert reply.choices[0].message.content == "ok:after:5"
+
+
+def _error(caught: pytest.ExceptionInfo[openai.APIStatusError]) -> tuple[int, dict[str, Any]]:
+    body = caught.value.body
+    assert isinstance(body, dict), caught.value
+    return caught.value.status_code, body
+
+
+def _provider_calls(server: Served, marker: str) -> int:
+    assert server.provider is not None
+    return sum(marker in json.dumps(r.get("messages")) for r in list(server.provider.requests))
+
+
+# --- every text counted before it costs anything ------------------------------------------------
+
+
+def test_the_query_and_the_conversation_are_counted_before_any_provider_call(server: Served) -> None:
+    cases: list[tuple[list[dict[str, Any]], dict[str, Any], str, str]] = [
+        # a long query with a context: over --max-query-chars
+        (
+            [{"role": "user", "content": "QLONG" + "q" * MAX_QUERY}],
+            {"context": "c"},
+            "query_too_large",
+            "messages[0].content",
+        ),
+        # no context: the query is the context, counted against --max-context-chars
+        (
+            [{"role": "user", "content": "QCTX" + "q" * MAX_CONTEXT}],
+            {},
+            "context_length_exceeded",
+            "messages[0].content",
+        ),
+        # the earlier messages are the context
+        (
+            [{"role": "system", "content": "QCONV" + "s" * MAX_CONTEXT}, {"role": "user", "content": "q"}],
+            {},
+            "context_length_exceeded",
+            "messages",
+        ),
+    ]
+    for messages, extension, code, param in cases:
+        marker = str(messages[0]["content"])[:5]
+        with pytest.raises(openai.BadRequestError) as caught:
+            server.client().chat.completions.create(
+                model=MODEL, messages=messages, extra_body={"rlm": extension} if extension else None
+            )
+        status, body = _error(caught)
+        assert (status, body["code"], body["param"]) == (400, code, param)
+        assert _provider_calls(server, marker) == 0
+    # under the limits, each source of context is used, and the response says which
+    for messages, extension, source in (
+        ([{"role": "user", "content": "QQ TOKEN"}], {}, "query"),
+        ([{"role": "system", "content": "TOKEN"}, {"role": "user", "content": "QM"}], {}, "messages"),
+        ([{"role": "user", "content": "QR"}], {"documents": ["small.txt"]}, "rlm"),
+    ):
+        reply = server.client().chat.completions.create(
+            model=MODEL, messages=messages, extra_body={"rlm": extension}
+        )
+        assert reply.model_extra["rlm"]["context"]["source"] == source  # type: ignore[index]
+    with pytest.raises(openai.BadRequestError) as caught:
+        _ask(server, "QE", extra_body={"rlm": {"context": ""}})
+    assert _error(caught)[1]["code"] == "empty_context"
+
+
+@pytest.mark.once_per_ci  # a 400 MB sparse file and RSS figures: the same on every Python version
+def test_a_400_mb_document_is_refused_from_its_size_without_reading_it(server: Served) -> None:
+    pid = server.process.pid
+    before = rss_mb(pid)
+
+    async def many() -> list[Any]:
+        async with server.aclient(timeout=30) as client:
+            return await asyncio.gather(
+                *(
+                    client.chat.completions.create(
+                        model=MODEL,
+                        messages=[{"role": "user", "content": f"BIG{i}"}],
+                        extra_body={"rlm": {"documents": ["small.txt", "huge.txt"]}},
+                    )
+                    for i in range(4)
+                ),
+                return_exceptions=True,
+            )
+
+    for error in asyncio.run(many()):
+        assert isinstance(error, openai.BadRequestError), error
+        assert error.body["code"] == "context_length_exceeded"  # type: ignore[index]
+        assert error.body["param"] == "rlm.documents[1]"  # type: ignore[index]
+        assert "419,430,400 bytes" in error.message
+    assert rss_mb(pid) - before < 100, (before, rss_mb(pid))
+    assert _provider_calls(server, "BIG") == 0
+
+
+def test_fifos_sockets_and_directories_are_refused_and_never_block_the_server(server: Served) -> None:
+    names = ["pipe"] * 8 + ["sock", "sub", "../server.log", "/etc/passwd", "missing.txt"]
+
+    async def named() -> list[Any]:
+        async with server.aclient(timeout=30) as client:
+            return await asyncio.gather(
+                *(
+                    client.chat.completions.create(
+                        model=MODEL,
+                        messages=[{"role": "user", "content": "FIFO"}],
+                        extra_body={"rlm": {"documents": [name]}},
+                    )
+                    for name in names
+                ),
+                return_exceptions=True,
+            )
+
+    errors = asyncio.run(named())
+    assert all(isinstance(e, openai.BadRequestError) for e in errors), errors
+    messages = [e.message for e in errors]
+    assert all("not a regular file" in m for m in messages[:9])
+    assert "a directory" in messages[9] and "outside" in messages[10]
+    health = httpx.get(server.base_url.removesuffix("/v1") + "/health").json()
+    assert health["status"] == "ok" and not health["pools"]["documents"]["saturated"]
+    assert _ask(server, "QD", extra_body={"rlm": {"documents": ["small.txt"]}}).choices[0].message.content
+
+
+async def test_a_stuck_job_holds_only_its_own_pool_and_times_out() -> None:
+    """A hung file system, imitated: jobs that never end fill one pool, which then answers 503."""
+    import threading
+
+    release = threading.Event()
+    stuck = BlockingPool("documents", threads=2, backlog=2, timeout=0.2)
+    other = BlockingPool("trajectories", threads=2, backlog=2, timeout=5)
+    for _ in range(2):
+        with pytest.raises(ApiError) as caught:
+            await stuck.run(release.wait)
+        assert caught.value.status == 503 and caught.value.code == "storage_unavailable"
+    assert stuck.status()["saturated"] and stuck.status()["busy"] == 2
+    assert await other.run(lambda: 42) == 42 and not other.status()["saturated"]
+    with pytest.raises(ApiError):  # queued behind the stuck ones, then given up on
+        await stuck.run(lambda: 1)
+    release.set()
+    deadline = time.monotonic() + 5
+    while stuck.status()["busy"] and time.monotonic() < deadline:
+        await asyncio.sleep(0.01)
+    assert await stuck.run(lambda: 7) == 7
+
+
+# --- malformed bodies -----------------------------------------------------------------------------
+
+VALID = {"model": MODEL, "messages": [{"role": "user", "content": "q"}], "rlm": {"context": "TOKEN"}}
+
+
+def _with(**fields: Any) -> bytes:
+    return json.dumps({**VALID, **fields}).encode()
+
+
+MALFORMED: list[tuple[bytes, str | None]] = [
+    (b"[" * 100_000 + b"]" * 100_000, None),
+    (_with(rlm={"context": "c", "documents": ["a\x00b"]}), "rlm.documents[0]"),
+    (_with(rlm={"context": json.loads("[" * 200 + "]" * 200)}), "rlm.context"),
+    (
+        _with(metadata=json.loads('{"a":' * 50 + "1" + "}" * 50)),
+        "metadata.a",
+    ),
+    (_with(messages=[{"role": "user", "content": "\ud800"}]), "messages[0].content"),
+    (_with(messages=[{"role": 7, "content": "q"}]), "messages[0]"),
+    (_with(messages=[{"role": "user", "content": 7}]), "messages[0].content"),
+    (_with(messages="q"), "messages"),
+    (_with(rlm={"context": "c", "max_seconds": float("nan")}), "rlm.max_seconds"),
+    (_with(rlm={"context": "c", "max_seconds": float("inf")}), "rlm.max_seconds"),
+    (_with(rlm={"context": "c", "max_calls": 1e999}), "rlm.max_calls"),
+    (_with(temperature=float("-inf")), "temperature"),
+    (b'{"model": "x", "messages": [], "n": 1' + b"1" * 5000 + b"}", None),
+    (_with(stream="yes"), "stream"),
+    (_with(stream_options=[]), "stream_options"),
+    (b"\xff\xfe", None),
+    (b"", None),
+]
+
+
+def test_malformed_bodies_are_4xx_naming_the_field_as_sent(server: Served) -> None:
+    url = server.base_url + "/chat/completions"
+    auth = {"Authorization": f"Bearer {TOKEN}", "Content-Type": "application/json"}
+    with httpx.Client(timeout=30) as client:
+        for raw, param in MALFORMED:
+            response = client.post(url, content=raw, headers=auth)
+            assert response.status_code == 400, (raw[:80], response.text[:300])
+            error = response.json()["error"]
+            assert set(error) == {"message", "type", "param", "code"} and "Traceback" not in response.text
+            assert error["param"] == param, (raw[:80], error)
+
+
+# --- parameters -------------------------------------------------------------------------------------
+
+
+def test_parameters_reach_the_root_model_or_are_refused_never_dropped(server: Served) -> None:
+    reply = _ask(
+        server,
+        "SUBCALL-params",
+        temperature=0.25,
+        seed=7,
+        max_tokens=500,
+        user="someone",
+        tools=[],
+        response_format={"type": "text"},
+        extra_body={"rlm": {"context": "TOKEN"}},
+    )
+    assert reply.choices[0].message.content == "sub:leaf"
+    assert server.provider is not None
+    calls = [r for r in list(server.provider.requests) if "SUBCALL-params" in json.dumps(r["messages"])]
+    subs = [
+        r for r in list(server.provider.requests) if r["messages"] == [{"role": "user", "content": "sub"}]
+    ]
+    assert calls and all((r["temperature"], r["seed"], r["max_tokens"]) == (0.25, 7, 500) for r in calls)
+    assert subs and all("temperature" not in r and "seed" not in r for r in subs)
+    for extra, param, code in (
+        ({"tools": [{"type": "function", "function": {"name": "f"}}]}, "tools", "unsupported_parameter"),
+        ({"response_format": {"type": "json_object"}}, "response_format", "unsupported_parameter"),
+        ({"stop": ["\n"]}, "stop", "unsupported_parameter"),
+        ({"logprobs": True}, "logprobs", "unsupported_parameter"),
+        ({"frobnicate": 1}, "frobnicate", "unsupported_parameter"),
+        ({"temperature": 9}, "temperature", None),
+        ({"max_tokens": 0}, "max_tokens", None),
+    ):
+        with pytest.raises(openai.BadRequestError) as caught:
+            _ask(server, "QP", extra_body={"rlm": {"context": "c"}, **extra})
+        assert (_error(caught)[1]["param"], _error(caught)[1]["code"]) == (param, code)
+
+
+# --- one error table, both client paths -------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("marker", "status", "code", "attempts"),
+    [
+        ("P401", 502, "provider_authentication", 1),
+        ("P429", 429, "provider_rate_limited", 2),
+        ("P500", 502, "provider_error", 2),
+        ("MALFORMED", 502, "provider_error", 2),
+        ("NOCHOICES", 502, "provider_error", 2),
+        ("SLOW", 504, "provider_timeout", 2),
+    ],
+)
+def test_both_client_paths_give_the_same_error_and_retry_the_same_failures(
+    server: Served, marker: str, status: int, code: str, attempts: int
+) -> None:
+    for model in (MODEL, LEAN):
+        tag = f"{marker}-{model}"
+        with pytest.raises(openai.APIStatusError) as caught:
+            _ask(server, tag, model=model, extra_body={"rlm": {"context": "c"}})
+        got, body = _error(caught)
+        assert (got, body["code"]) == (status, code), (model, body)
+        assert caught.value.response.headers["x-should-retry"] == "false"
+        assert _provider_calls(server, tag) == attempts, model
+
+
+def test_budget_errors_name_the_requests_own_field(server: Served) -> None:
+    with pytest.raises(openai.UnprocessableEntityError) as caught:
+        _ask(server, "CALLS", extra_body={"rlm": {"context": "c", "max_calls": 2}})
+    body = _error(caught)[1]
+    assert body["param"] == "rlm.max_calls" and "'rlm.max_calls' (2 model calls)" in body["message"]
+    assert "max_total" not in body["message"]
+    with pytest.raises(openai.APIStatusError) as timed:
+        _ask(server, "SLOW-budget", extra_body={"rlm": {"context": "c", "max_seconds": 0.5}})
+    assert (timed.value.status_code, _error(timed)[1]["param"]) == (504, "rlm.max_seconds")
+
+
+# --- retention --------------------------------------------------------------------------------------
+
+
+def test_the_trajectory_directory_keeps_the_newest_runs_only(server: Served) -> None:
+    ids = [_ask(server, f"KEEP{i}", extra_body={"rlm": {"context": "c"}}).id for i in range(KEEP_RUNS + 2)]
+    kept = sorted(p.stem for p in (server.root / "runs").glob("*.jsonl"))
+    assert kept == sorted(ids[-KEEP_RUNS:])
+    gone = httpx.get(
+        server.base_url.removesuffix("/v1") + f"/v1/rlm/runs/{ids[0]}/trajectory",
+        headers={"Authorization": f"Bearer {TOKEN}"},
+    )
+    assert gone.status_code == 404
