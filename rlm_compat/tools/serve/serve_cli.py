@@ -70,6 +70,13 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     )
     # the rlm: models' RLM settings: every model and loop flag of the options table (rlm_flags)
     add_rlm_flags(p, groups=("model", "loop"), exclude=SERVER_OWNED)
+    _add_limits(p)
+    _add_records(p)
+    p.set_defaults(handler=serve_command)
+
+
+def _add_limits(p: argparse.ArgumentParser) -> None:
+    """What a request may cost (docs/serve.md, "Limits and safety")."""
     limits = p.add_argument_group("limits (a request may lower the per-run ones in its 'rlm' field)")
     defaults = ServeLimits()
     limits.add_argument("--max-concurrent", type=int, default=defaults.max_concurrent, help="runs at once")
@@ -94,6 +101,10 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     limits.add_argument("--max-tokens", type=int, default=defaults.max_tokens, help="tokens per run")
     limits.add_argument("--max-cost", type=float, default=defaults.max_cost_usd, help="USD per run")
     limits.add_argument("--max-seconds", type=float, default=defaults.max_seconds, help="wall time per run")
+
+
+def _add_records(p: argparse.ArgumentParser) -> None:
+    """Documents in, trajectories out, logs and shutdown."""
     out = p.add_argument_group("records")
     out.add_argument(
         "--documents-root", metavar="DIR", help="directory whose files requests may name as context"
@@ -122,7 +133,6 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         help="on SIGTERM/SIGINT, seconds runs in flight get to finish before they are cancelled (default 5)",
     )
     out.add_argument("--log-level", default="INFO", choices=("DEBUG", "INFO", "WARNING", "ERROR"))
-    p.set_defaults(handler=serve_command)
 
 
 def build_config(args: argparse.Namespace) -> Any:
