@@ -222,11 +222,13 @@ class _Server:
         try:
             await asyncio.wait_for(self._idle.wait(), grace)
         except asyncio.TimeoutError:
+            log.info("shutdown: grace over, cancelling %d run(s)", self.inflight)
             self.stopping.set()
             try:
                 await asyncio.wait_for(self._idle.wait(), 0.5)
             except asyncio.TimeoutError:
                 log.warning("shutdown: %d run(s) still ending", self.inflight)
+        log.info("shutdown: runs ended")
 
     async def models(self, request: web.Request) -> web.Response:
         return web.json_response(

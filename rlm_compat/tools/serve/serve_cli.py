@@ -248,3 +248,4 @@ async def _serve(config: Any, host: str, port: int, level: str) -> None:
         await app["rlm_server"].drain(config.shutdown_grace)
     finally:
         await runner.cleanup()
+        logging.getLogger("rlm_compat.tools.serve").info("shutdown: connections closed")
