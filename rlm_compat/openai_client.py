@@ -29,7 +29,13 @@ from .clients import ModelReply, field
 from .errors import LLMCallError, ProviderResponseError
 from .types import Message
 
-__all__ = ["OpenAICompatibleClient", "ProviderRateLimitError", "ProviderStatusError", "ProviderTimeoutError"]
+__all__ = [
+    "OpenAICompatibleClient",
+    "ProviderConnectionError",
+    "ProviderRateLimitError",
+    "ProviderStatusError",
+    "ProviderTimeoutError",
+]
 
 _PREFIXES = ("openai/",)
 _LOCAL = frozenset({"api_base", "base_url", "api_key", "max_retries", "num_retries", "timeout"})
@@ -50,6 +56,11 @@ class ProviderRateLimitError(ProviderStatusError):
 
 class ProviderTimeoutError(LLMCallError):
     """The endpoint did not answer within the call's ``timeout``."""
+
+
+class ProviderConnectionError(LLMCallError):
+    """The endpoint could not be reached (refused, reset, DNS): transient, as litellm's
+    ``APIConnectionError`` is, so the RLM retries it the same on both paths."""
 
 
 class OpenAICompatibleClient:
@@ -111,7 +122,9 @@ class OpenAICompatibleClient:
         except asyncio.TimeoutError:
             raise ProviderTimeoutError(f"model {model!r}: no answer from {url} within {timeout} s") from None
         except aiohttp.ClientError as exc:
-            raise LLMCallError(f"model {model!r}: cannot reach {url}: {type(exc).__name__}: {exc}") from None
+            raise ProviderConnectionError(
+                f"model {model!r}: cannot reach {url}: {type(exc).__name__}: {exc}"
+            ) from None
         if status >= 400:
             raise _status_error(model, status, raw, retry_after)
         try:

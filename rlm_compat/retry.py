@@ -25,6 +25,7 @@ _TRANSIENT_NAMES = frozenset(
         "APIConnectionError",
         "APITimeoutError",
         "InternalServerError",
+        "ProviderConnectionError",
         "ProviderTimeoutError",
         "RateLimitError",
         "ServiceUnavailableError",

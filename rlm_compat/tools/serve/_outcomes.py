@@ -58,6 +58,7 @@ _PROVIDER_NAMES = frozenset(
         "JSONSchemaValidationError",
         "ContextWindowExceededError",
         "ContentPolicyViolationError",
+        "ProviderConnectionError",
         "ProviderResponseError",
         "ProviderStatusError",
         "LLMCallError",
