@@ -227,7 +227,8 @@ class _Server:
             try:
                 await asyncio.wait_for(self._idle.wait(), 0.5)
             except asyncio.TimeoutError:
-                log.warning("shutdown: %d run(s) still ending", self.inflight)
+                if self.inflight:
+                    log.warning("shutdown: %d run(s) still ending", self.inflight)
         log.info("shutdown: runs ended")
 
     async def models(self, request: web.Request) -> web.Response:

@@ -25,8 +25,18 @@ MAX_DEPTH = 32
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
 
+MAX_VALUES = 1_000_000
+"""JSON values (objects, arrays, their elements) a body may hold. Decoded, a value costs 10-30 times
+its bytes (``[]`` is 2 bytes and a 56-byte list), so a body within ``--max-body-bytes`` could
+otherwise cost gigabytes; a million values cost at most ~100 MB, and a real request holds a few
+hundred (its long texts are single strings)."""
+
+_STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"')
+
+
 def load_body(raw: bytes) -> Any:
     """The decoded body; ApiError (400) for anything not JSON or not representable downstream."""
+    _count_values(raw)
     try:
         body = json.loads(raw)
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
@@ -38,6 +48,21 @@ def load_body(raw: bytes) -> Any:
     if isinstance(body, (dict, list)):
         _check(body)
     return body
+
+
+def _count_values(raw: bytes) -> None:
+    """Refuse a body of more than MAX_VALUES values before decoding it: the separators and brackets
+    bound the count from above (counted at C speed); only a body over that bound is counted exactly,
+    outside its strings."""
+    if raw.count(b",") + raw.count(b"[") + raw.count(b"{") <= MAX_VALUES:
+        return
+    outside = _STRING.sub(b"", raw)
+    values = outside.count(b",") + outside.count(b"[") + outside.count(b"{")
+    if values > MAX_VALUES:
+        raise bad(
+            f"request body holds about {values:,} JSON values; this server takes at most {MAX_VALUES:,} "
+            "(send long text as one string)"
+        )
 
 
 def field_path(parts: list[str | int]) -> str:
