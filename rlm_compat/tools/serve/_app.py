@@ -30,7 +30,7 @@ from ._errors import ApiError, bad
 from ._gate import Gate
 from ._models import ModelSpec
 from ._outcomes import error_for_failure
-from ._pool import BlockingPool
+from ._pool import BlockingPool, in_daemon_thread
 from ._protocol import ChatRequest, chunk, completion, context_too_large, parse_request, usage_of
 from ._records import TrajectoryStore
 from ._sse import comment, dumps, progress_line, send
@@ -107,7 +107,8 @@ class _Server:
     def preload(self) -> None:
         """Start importing litellm now, so the first request does not wait for all of it."""
         if self._litellm is None:
-            self._litellm = asyncio.ensure_future(asyncio.to_thread(_import_litellm))
+            # a daemon thread, not asyncio's pool: a SIGTERM during the import must not wait for it
+            self._litellm = in_daemon_thread(_import_litellm, "rlm-serve-import")
 
     async def _litellm_loaded(self) -> None:
         """litellm imported off the event loop (once, shared by every request): a first model call

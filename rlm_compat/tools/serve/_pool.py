@@ -17,7 +17,7 @@ from typing import Any, TypeVar
 
 from ._errors import ApiError
 
-__all__ = ["BlockingPool"]
+__all__ = ["BlockingPool", "in_daemon_thread"]
 
 _T = TypeVar("_T")
 
@@ -92,6 +92,25 @@ class BlockingPool:
             code="storage_unavailable",
             retry=False,
         )
+
+
+def in_daemon_thread(work: Callable[[], _T], name: str) -> asyncio.Future[_T]:
+    """``work()`` on a daemon thread of its own, as a future of the running loop."""
+    loop = asyncio.get_running_loop()
+    done: asyncio.Future[_T] = loop.create_future()
+
+    def run() -> None:
+        try:
+            outcome: tuple[bool, Any] = (True, work())
+        except BaseException as exc:  # handed to whoever awaits the future
+            outcome = (False, exc)
+        try:
+            loop.call_soon_threadsafe(_settle, done, outcome)
+        except RuntimeError:  # the loop closed first
+            pass
+
+    threading.Thread(target=run, name=name, daemon=True).start()
+    return done
 
 
 def _settle(future: asyncio.Future[Any], outcome: tuple[bool, Any]) -> None:

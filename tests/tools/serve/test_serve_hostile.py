@@ -450,9 +450,10 @@ _RUN_OUTCOMES = {"run_timeout", "budget_exceeded", "max_iterations", "provider_t
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
 )
 @given(raw=_BODIES)
-def test_any_body_gets_a_well_formed_answer_and_never_a_5xx_of_ours(served: Served, raw: bytes) -> None:
+def test_any_body_gets_a_well_formed_answer_and_never_a_5xx_of_ours(server: Served, raw: bytes) -> None:
+    """(``server`` checks once, after all examples, that a normal request is still answered.)"""
     headers = {"Authorization": f"Bearer {TOKEN}", "Content-Type": "application/json"}
-    response = httpx.post(served.base_url + "/chat/completions", content=raw, headers=headers, timeout=30)
+    response = httpx.post(server.base_url + "/chat/completions", content=raw, headers=headers, timeout=30)
     assert response.status_code < 500 or response.json()["error"]["code"] in _RUN_OUTCOMES, response.text
     if response.status_code >= 400:
         error = response.json()["error"]
