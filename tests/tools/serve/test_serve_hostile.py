@@ -339,7 +339,8 @@ def test_parameters_reach_the_root_model_or_are_refused_never_dropped(server: Se
         ("P500", 502, "provider_error", 2),
         ("MALFORMED", 502, "provider_error", 2),
         ("NOCHOICES", 502, "provider_error", 2),
-        ("SLOW", 504, "provider_timeout", 2),
+        # four provider timeouts in a row (~4 s): the mapping and the retries are no Python-version matter
+        pytest.param("SLOW", 504, "provider_timeout", 2, marks=pytest.mark.once_per_ci),
     ],
 )
 def test_both_client_paths_give_the_same_error_and_retry_the_same_failures(
@@ -489,8 +490,13 @@ def test_sigterm_gives_runs_the_grace_then_ends_them_like_a_hang_up(
     root = tmp_path_factory.mktemp("shutdown")
     with (
         ScriptedChatServer(_script) as provider,
+        # the lean client: the runs start without waiting for litellm's import, which the server
+        # still makes in the background (and exits without waiting for)
         serving(
-            root, provider, "--shutdown-grace", str(GRACE), "--repl-timeout", "30", "--max-seconds", "60"
+            root,
+            provider,
+            *("--shutdown-grace", str(GRACE), "--repl-timeout", "30", "--max-seconds", "60"),
+            *("--client", "openai-compatible"),
         ) as server,
     ):
         host, port = server.base_url.removeprefix("http://").removesuffix("/v1").split(":")
