@@ -27,7 +27,7 @@ from ._config import Redactor, ServerConfig
 from ._disconnect import client_gone, unless_gone
 from ._documents import DocumentRefused, read_document
 from ._errors import ApiError, bad
-from ._gate import Gate
+from ._gate import BodyBudget, Gate
 from ._models import ModelSpec
 from ._outcomes import error_for_failure
 from ._pool import BlockingPool, in_daemon_thread
@@ -40,6 +40,8 @@ __all__ = ["ServerConfig", "create_app"]
 log = logging.getLogger("rlm_compat.tools.serve")
 
 _RUN_ID = re.compile(r"^chatcmpl-rlm-[0-9a-f]{32}$")
+BODY_BUDGET_FACTOR = 4
+"""Request bodies read at once: at most this many times ``--max-body-bytes`` in all."""
 _ANSWER_PIECE = 4096
 
 
@@ -68,6 +70,7 @@ class _Server:
         self.token = config.bearer()
         limits = config.limits
         self.gate = Gate(limits.max_concurrent, limits.max_queue, limits.queue_timeout)
+        self.bodies = BodyBudget(BODY_BUDGET_FACTOR * limits.max_body_bytes)
         self.documents = None if config.documents_root is None else Path(config.documents_root).resolve()
         self.records: TrajectoryStore | None = None
         if config.trajectory_dir is not None:
@@ -206,6 +209,7 @@ class _Server:
                 "running": self.gate.running,
                 "queued": self.gate.waiting,
                 "served": self.served,
+                "reading_body_bytes": self.bodies.reserved,
                 "pools": pools,
             }
         )
@@ -271,15 +275,16 @@ class _Server:
                 self._idle.set()
 
     async def _chat(self, request: web.Request) -> web.StreamResponse:
-        raw = await request.read()
-        chat = parse_request(raw, self.config.limits)
+        limits = self.config.limits
+        with self.bodies.reserve(request.content_length or limits.max_body_bytes):
+            chat = parse_request(await request.read(), limits)
         spec = self.config.registry.resolve(chat.model)
         if spec is None:
             raise _unknown_model(chat.model)
-        context = await self._context(chat)
         run_id = f"chatcmpl-rlm-{uuid.uuid4().hex}"
         request["run_id"] = run_id
-        async with self.gate.slot():
+        async with self.gate.slot():  # documents are read in the slot: at most --max-concurrent at once
+            context = await self._context(chat)
             if chat.stream:
                 return await self._stream(request, chat, spec, context, run_id)
             outcome = await unless_gone(

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import asyncio
 import collections
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
 
 from ._errors import ApiError
 
-__all__ = ["Gate"]
+__all__ = ["BodyBudget", "Gate"]
 
 
 class Gate:
@@ -80,6 +80,31 @@ class Gate:
                 waiter.set_result(None)
                 return
         self._free += 1
+
+
+class BodyBudget:
+    """Request bodies being read at once hold at most ``total`` bytes (their declared sizes, or the
+    per-request limit when undeclared); beyond that, 429 before a byte is read.
+
+    The gate admits runs after their bodies are parsed; without this, any number of connections
+    could each upload a body up to ``--max-body-bytes`` at the same moment. Until a handler reads,
+    aiohttp holds only a small buffer per connection (it stops reading the socket), so refusing
+    here costs nothing. One body is always admitted, whatever its size.
+    """
+
+    def __init__(self, total: int) -> None:
+        self.total = total
+        self.reserved = 0
+
+    @contextmanager
+    def reserve(self, size: int) -> Iterator[None]:
+        if self.reserved and self.reserved + size > self.total:
+            raise _busy(f"server busy: {self.reserved:,} bytes of request bodies being read (the limit)")
+        self.reserved += size
+        try:
+            yield
+        finally:
+            self.reserved -= size
 
 
 def _busy(message: str, timed_out: bool = False) -> ApiError:

@@ -35,6 +35,7 @@ pytest.importorskip("aiohttp")
 LEAN = "rlm-lean"
 MAX_CONTEXT = 1_000_000
 MAX_QUERY = 10_000
+MAX_BODY = 4 * MAX_CONTEXT
 KEEP_RUNS = 3
 ECHO = 'FINAL("ok:" + query[:12] + ":" + str(len(context)))'
 
@@ -87,7 +88,7 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
         )
         flags = ["--max-retries", "1", "--retry-backoff-seconds", "0", "--max-calls", "4"]
         flags += ["--max-context-chars", str(MAX_CONTEXT), "--max-query-chars", str(MAX_QUERY)]
-        flags += ["--max-body-bytes", str(4 * MAX_CONTEXT), "--max-concurrent", "4", "--max-seconds", "20"]
+        flags += ["--max-body-bytes", str(MAX_BODY), "--max-concurrent", "4", "--max-seconds", "20"]
         flags += ["--documents-root", str(docs), "--trajectory-dir", str(root / "runs")]
         flags += ["--trajectory-keep-runs", str(KEEP_RUNS), "--config", str(config)]
         with serving(root, provider, *flags) as server:
@@ -224,6 +225,34 @@ def test_fifos_sockets_and_directories_are_refused_and_never_block_the_server(se
     health = httpx.get(server.base_url.removesuffix("/v1") + "/health").json()
     assert health["status"] == "ok" and not health["pools"]["documents"]["saturated"]
     assert _ask(server, "QD", extra_body={"rlm": {"documents": ["small.txt"]}}).choices[0].message.content
+
+
+def test_bodies_read_at_once_are_bounded_and_an_upload_over_the_budget_is_429(server: Served) -> None:
+    """Four slow uploads of a full --max-body-bytes body fill the budget (4x); the next request is a
+    429 before its body is read; once they hang up, requests are served again (``server``)."""
+    host, port = server.base_url.removeprefix("http://").removesuffix("/v1").split(":")
+    health = server.base_url.removesuffix("/v1") + "/health"
+    head = (
+        f"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {TOKEN}\r\n"
+        f"Content-Type: application/json\r\nContent-Length: {MAX_BODY}\r\n\r\n"
+    ).encode()
+    uploads = [socket.create_connection((host, int(port)), timeout=10) for _ in range(4)]
+    try:
+        for upload in uploads:
+            upload.sendall(head + b'{"model": "' + b"x" * 1000)
+        deadline = time.monotonic() + 10
+        while httpx.get(health).json()["reading_body_bytes"] < 4 * MAX_BODY and time.monotonic() < deadline:
+            time.sleep(0.02)
+        with pytest.raises(openai.RateLimitError) as caught:
+            _ask(server, "QB", extra_body={"rlm": {"context": "c"}})
+        assert _error(caught)[1]["code"] == "server_busy"
+    finally:
+        for upload in uploads:
+            upload.close()
+    deadline = time.monotonic() + 10
+    while httpx.get(health).json()["reading_body_bytes"] and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert httpx.get(health).json()["reading_body_bytes"] == 0
 
 
 async def test_a_stuck_job_holds_only_its_own_pool_and_times_out() -> None:
