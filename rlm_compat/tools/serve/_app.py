@@ -175,7 +175,9 @@ class _Server:
             return
         header = request.headers.get("Authorization", "")
         scheme, _, given = header.partition(" ")
-        if scheme.lower() != "bearer" or not hmac.compare_digest(given.strip().encode(), self.token.encode()):
+        # surrogateescape: aiohttp hands on undecodable header bytes as lone surrogates
+        sent = given.strip().encode("utf-8", "surrogateescape")
+        if scheme.lower() != "bearer" or not hmac.compare_digest(sent, self.token.encode()):
             raise ApiError(
                 401,
                 "missing or wrong API key: send 'Authorization: Bearer <key>'",

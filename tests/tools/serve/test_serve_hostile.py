@@ -490,21 +490,26 @@ def test_any_body_gets_a_well_formed_answer_and_never_a_5xx_of_ours(server: Serv
         assert set(error) == {"message", "type", "param", "code"} and "Traceback" not in error["message"]
 
 
-def test_raw_socket_garbage_is_answered_or_closed_and_the_server_goes_on(server: Served) -> None:
+def test_raw_socket_garbage_is_a_4xx_and_the_server_goes_on(server: Served) -> None:
     host, port = server.base_url.removeprefix("http://").removesuffix("/v1").split(":")
+    post = b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nConnection: close\r\n"
+    auth = f"Authorization: Bearer {TOKEN}\r\n".encode()
     for payload in (
         b"NOT HTTP AT ALL\r\n\r\n",
-        b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nX-Big: " + b"a" * 100_000 + b"\r\n\r\n",
-        b'POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 999999\r\n\r\n{"model"',
-        b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n",
+        b"GET /v1/models HTTP/1.1\r\nHost: x\r\nConnection: close\r\nAuthorization: Bearer \xff\xfe\r\n\r\n",
+        b"GET /v1/models HTTP/1.1\r\nHost: x\r\nConnection: close\r\nAuthorization: \x00\r\n\r\n",
+        post + auth + b"X-Big: " + b"a" * 100_000 + b"\r\n\r\n",
+        post + auth + b"Content-Length: -1\r\n\r\n{}",
+        post + auth + b"Content-Length: 99999999999999999999999\r\n\r\n{}",
+        post + auth + b"Transfer-Encoding: chunked\r\n\r\nzz\r\n",
+        post + auth + b'Content-Length: 7\r\n\r\n{"a":\xff}',  # 7 bytes: not UTF-8
     ):
         with socket.create_connection((host, int(port)), timeout=10) as conn:
             conn.sendall(payload)
-            conn.shutdown(socket.SHUT_WR)
             answer = b""
             while chunk := conn.recv(65536):
                 answer += chunk
-        assert answer == b"" or answer.startswith((b"HTTP/1.1 4", b"HTTP/1.0 4")), answer[:200]
+        assert answer.startswith((b"HTTP/1.1 4", b"HTTP/1.0 4")), (payload[:80], answer[:300])
 
 
 # --- shutdown ---------------------------------------------------------------------------------------
