@@ -342,7 +342,8 @@ class _Server:
 
     def _extra(self, run_id: str, stats: dict[str, Any], chat: ChatRequest, context: str) -> dict[str, Any]:
         url = f"/v1/rlm/runs/{run_id}/trajectory" if self.records is not None else None
-        source = {"source": chat.context_source, "chars": len(context) if context else len(chat.query)}
+        chars = len(chat.query) if chat.context_source == "query" else len(context)
+        source = {"source": chat.context_source, "chars": chars}
         return {"run_id": run_id, "trajectory": url, "stats": stats, "context": source}
 
     async def _run(
@@ -378,7 +379,9 @@ class _Server:
                 **spec.rlm,
                 **options,
             )
-            result = await rlm.atry_complete_result(chat.query, context, **chat.options)
+            result = await rlm.atry_complete_result(
+                chat.query, context, query_as_context=chat.context_source == "query", **chat.options
+            )
         except asyncio.CancelledError:
             if rlm is not None and rlm.last_run is not None:
                 await asyncio.shield(self._write_trajectory(run_id, rlm.last_run.trajectory))

@@ -139,14 +139,6 @@ def parse_request(raw: bytes, limits: ServeLimits) -> ChatRequest:
     options = root_call_options(body)
     if context is not None or documents:
         source = "rlm"
-        if context == "" and not documents:
-            raise bad(
-                f"'{EXTENSION}.context' is empty: an RLM given an empty context takes the query as its "
-                f"context (RLM.complete's rule), so this request cannot be run as sent; leave "
-                f"'{EXTENSION}.context' out to make the query the context, or send the text to work on",
-                param=f"{EXTENSION}.context",
-                code="empty_context",
-            )
         if context is not None and len(context) > limits.max_context_chars:
             raise context_too_large(len(context), limits)
     elif texts[:-1]:

@@ -167,9 +167,10 @@ def test_the_query_and_the_conversation_are_counted_before_any_provider_call(ser
             model=MODEL, messages=messages, extra_body={"rlm": extension}
         )
         assert reply.model_extra["rlm"]["context"]["source"] == source  # type: ignore[index]
-    with pytest.raises(openai.BadRequestError) as caught:
-        _ask(server, "QE", extra_body={"rlm": {"context": ""}})
-    assert _error(caught)[1]["code"] == "empty_context"
+    # an empty context is a context: the query stays the question
+    reply = _ask(server, "QE", extra_body={"rlm": {"context": ""}})
+    assert reply.choices[0].message.content == "ok:QE:0"
+    assert reply.model_extra["rlm"]["context"] == {"source": "rlm", "chars": 0}  # type: ignore[index]
 
 
 @pytest.mark.once_per_ci  # a 400 MB sparse file and RSS figures: the same on every Python version
