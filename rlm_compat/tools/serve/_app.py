@@ -108,16 +108,17 @@ class _Server:
         return self._lean
 
     def preload(self) -> None:
-        """Start importing litellm now, so the first request does not wait for all of it."""
-        if self._litellm is None:
+        """Start importing litellm now, so the first request does not wait for all of it (only when a
+        served model uses it: the lean client's path never imports litellm)."""
+        if self._litellm is None and self.config.registry.uses_litellm():
             # a daemon thread, not asyncio's pool: a SIGTERM during the import must not wait for it
             self._litellm = in_daemon_thread(_import_litellm, "rlm-serve-import")
 
     async def _litellm_loaded(self) -> None:
         """litellm imported off the event loop (once, shared by every request): a first model call
         would otherwise import it on the loop and stall every other run for seconds."""
-        self.preload()
-        assert self._litellm is not None
+        if self._litellm is None:
+            self._litellm = in_daemon_thread(_import_litellm, "rlm-serve-import")
         await asyncio.shield(self._litellm)
 
     # --- middleware: auth, errors, one log line per request ------------------------------------

@@ -322,3 +322,10 @@ def test_trajectory_retention_removes_the_oldest_first(tmp_path: Path) -> None:
     assert sorted(p.name for p in tmp_path.iterdir()) == ["r2.jsonl", "r3.jsonl", "r4.jsonl"]
     TrajectoryStore(tmp_path, str, keep_bytes=15).prune()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["r4.jsonl"]
+
+
+def test_a_server_of_lean_models_only_never_needs_litellm(tmp_path: Path) -> None:
+    lean = ModelSpec.of("t", "t", client="openai-compatible")
+    assert not ModelRegistry(template=lean, roots=["openai/a"]).uses_litellm()
+    assert ModelRegistry(template=ModelSpec.of("t", "t"), roots=["openai/a"]).uses_litellm()
+    assert not ModelRegistry([lean], template=ModelSpec.of("t", "t")).uses_litellm()
