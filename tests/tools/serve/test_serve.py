@@ -45,6 +45,7 @@ load_test = pytest.mark.skipif(
 )
 MAX_BODY = 1_000_000
 MAX_CONTEXT = 300_000
+RETRY_LITELLM, RETRY_LEAN = "rlm-retry-litellm", "rlm-retry-lean"
 
 
 def _script(request: dict[str, Any]) -> Reply:
@@ -54,6 +55,12 @@ def _script(request: dict[str, Any]) -> Reply:
     if "ECHOKEY" in query:
         auth = request["_headers"].get("authorization", "")
         return ErrorReply(400, f"provider rejected key {auth}")
+    if "P401" in query:
+        return ErrorReply(401, "provider says: bad key")
+    if "NOCHOICES" in query:
+        return RawReply(b'{"choices": []}')
+    if "SUBCALL" in query:
+        return 'r = llm_query("sub")\nFINAL("sub:" + r)' if len(messages) > 1 else "leaf"
     if "P429" in query:
         return ErrorReply(429, "provider rate limit", retry_after=0)
     if "P500" in query:
@@ -79,9 +86,16 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
     (root / "docs" / "a.txt").write_text("alpha TOKEN-fromdoc omega", encoding="utf-8")
     with ScriptedChatServer(_script) as provider:
         config = root / "models.toml"
+        common = (
+            f'model = "openai/gpt-4o-mini"\napi_base = "{provider.base_url}"\napi_key_env = "PROVIDER_KEY"\n'
+        )
+        common += "request_timeout = 1.0\n"
+        retry = "max_retries = 1\nretry_backoff_seconds = 0\n"
         config.write_text(
-            f'[models.rlm-lean]\nmodel = "openai/gpt-4o-mini"\napi_base = "{provider.base_url}"\n'
-            'api_key_env = "PROVIDER_KEY"\nclient = "openai-compatible"\nrequest_timeout = 1.0\n',
+            f'[models.rlm-lean]\n{common}client = "openai-compatible"\n'
+            # the same model on both client paths, retrying once: for the one error table
+            f'[models.{RETRY_LITELLM}]\n{common}client = "litellm"\n{retry}'
+            f'[models.{RETRY_LEAN}]\n{common}client = "openai-compatible"\n{retry}',
             encoding="utf-8",
         )
         flags = ["--repl-timeout", "10"]  # so a run that ends sooner was ended by the test
@@ -120,7 +134,7 @@ def test_openai_client_gets_the_answer_usage_and_the_run_record(server: Served) 
     )
     kinds = [json.loads(line)["kind"] for line in trajectory.text.splitlines()]
     assert kinds[0] == "run_start" and kinds[-1] == "run_end"
-    assert [m.id for m in server.client().models.list()] == ["rlm-lean", MODEL]
+    assert [m.id for m in server.client().models.list()] == ["rlm-lean", RETRY_LITELLM, RETRY_LEAN, MODEL]
 
 
 def test_openai_client_streams_the_answer_and_usage_and_skips_progress(server: Served) -> None:
@@ -316,8 +330,91 @@ def test_run_deadline_is_a_504_and_a_request_may_only_lower_limits(server: Serve
     assert caught.value.status_code == 504 and caught.value.body["code"] == "run_timeout"  # type: ignore[index]
     with pytest.raises(openai.BadRequestError, match="at most 4 per request"):
         server.ask("Q", "TOKEN-x", max_calls=50)
-    with pytest.raises(openai.UnprocessableEntityError):
+    assert caught.value.body["param"] == "rlm.max_seconds"  # type: ignore[index]
+    with pytest.raises(openai.UnprocessableEntityError) as spent:
         server.ask("CALLS", "context", max_calls=2)
+    body = spent.value.body
+    assert isinstance(body, dict) and body["param"] == "rlm.max_calls"
+    assert "'rlm.max_calls' (2 model calls)" in body["message"] and "max_total" not in body["message"]
+
+
+def _error(caught: pytest.ExceptionInfo[openai.APIStatusError]) -> tuple[int, dict[str, Any]]:
+    body = caught.value.body
+    assert isinstance(body, dict), caught.value
+    return caught.value.status_code, body
+
+
+def _provider_calls(server: Served, marker: str) -> int:
+    assert server.provider is not None
+    return sum(marker in json.dumps(r.get("messages")) for r in list(server.provider.requests))
+
+
+def _ask(server: Served, query: str, model: str = MODEL, **body: Any) -> Any:
+    return server.client(timeout=30).chat.completions.create(
+        model=model, messages=[{"role": "user", "content": query}], **body
+    )
+
+
+@pytest.mark.parametrize(
+    ("marker", "status", "code", "attempts"),
+    [
+        ("P401", 502, "provider_authentication", 1),
+        ("P429", 429, "provider_rate_limited", 2),
+        ("P500", 502, "provider_error", 2),
+        ("MALFORMED", 502, "provider_error", 2),
+        ("NOCHOICES", 502, "provider_error", 2),
+        # four provider timeouts in a row (~4 s): the mapping and the retries are no Python-version matter
+        pytest.param("SLOWPROVIDER", 504, "provider_timeout", 2, marks=pytest.mark.once_per_ci),
+    ],
+)
+def test_both_client_paths_give_the_same_error_and_retry_the_same_failures(
+    server: Served, marker: str, status: int, code: str, attempts: int
+) -> None:
+    """docs/serve.md's provider-failure table, row by row, through litellm and the lean client."""
+    for model in (RETRY_LITELLM, RETRY_LEAN):
+        tag = f"{marker}-{model}"
+        with pytest.raises(openai.APIStatusError) as caught:
+            _ask(server, tag, model=model, extra_body={"rlm": {"context": "c"}})
+        got, body = _error(caught)
+        assert (got, body["code"]) == (status, code), (model, body)
+        assert caught.value.response.headers["x-should-retry"] == "false"
+        assert _provider_calls(server, tag) == attempts, model
+
+
+def test_parameters_reach_the_root_model_through_litellm_or_are_refused_never_dropped(
+    server: Served,
+) -> None:
+    reply = _ask(
+        server,
+        "SUBCALL-params",
+        temperature=0.25,
+        seed=7,
+        max_tokens=500,
+        user="someone",
+        tools=[],
+        response_format={"type": "text"},
+        extra_body={"rlm": {"context": "TOKEN"}},
+    )
+    assert reply.choices[0].message.content == "sub:leaf"
+    assert server.provider is not None
+    calls = [r for r in list(server.provider.requests) if "SUBCALL-params" in json.dumps(r["messages"])]
+    subs = [
+        r for r in list(server.provider.requests) if r["messages"] == [{"role": "user", "content": "sub"}]
+    ]
+    assert calls and all((r["temperature"], r["seed"], r["max_tokens"]) == (0.25, 7, 500) for r in calls)
+    assert subs and all("temperature" not in r and "seed" not in r for r in subs)
+    for extra, param, code in (
+        ({"tools": [{"type": "function", "function": {"name": "f"}}]}, "tools", "unsupported_parameter"),
+        ({"response_format": {"type": "json_object"}}, "response_format", "unsupported_parameter"),
+        ({"stop": ["\n"]}, "stop", "unsupported_parameter"),
+        ({"logprobs": True}, "logprobs", "unsupported_parameter"),
+        ({"frobnicate": 1}, "frobnicate", "unsupported_parameter"),
+        ({"temperature": 9}, "temperature", None),
+        ({"max_tokens": 0}, "max_tokens", None),
+    ):
+        with pytest.raises(openai.BadRequestError) as refused:
+            _ask(server, "QP", extra_body={"rlm": {"context": "c"}, **extra})
+        assert (_error(refused)[1]["param"], _error(refused)[1]["code"]) == (param, code)
 
 
 def test_a_worker_killed_mid_step_is_reported_to_the_model_and_the_run_goes_on(server: Served) -> None:

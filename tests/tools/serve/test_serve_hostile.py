@@ -1,10 +1,14 @@
 """`rlm-compat serve` under careless and hostile clients (issue 31): limits a request cannot step around,
-files that would block or flood the server, malformed bodies, parameters it cannot honour, one error
-table for both client paths, trajectory retention.
+files that would block or flood the server, malformed bodies and bytes, bodies read at once,
+retention, shutdown.
 
-A real server process (tests/serve_harness.py) with small limits, talking through litellm and the
-lean client to the scripted loopback provider; the clients are the openai package, httpx and raw
-sockets. Every test ends with a plain request answered (the ``server`` fixture).
+A real server process (tests/serve_harness.py) with small limits, its models on the lean client's
+path to the scripted loopback provider: what is tested here happens before and around the provider
+call, and such a server never imports litellm (a few seconds of CPU per Python version saved).
+What depends on the client path — one error table and the same retries through litellm and the lean
+client, parameters reaching the root model — is tested in test_serve.py, whose server has both. The
+clients are the openai package, httpx and raw sockets; every test ends with a plain request answered
+(the ``server`` fixture).
 """
 
 from __future__ import annotations
@@ -26,13 +30,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from serve_harness import MODEL, TOKEN, Served, rss_mb, serving
 
-from rlm_compat.testing import ErrorReply, RawReply, Reply, ScriptedChatServer
+from rlm_compat.testing import Reply, ScriptedChatServer
 from rlm_compat.tools.serve._errors import ApiError
 from rlm_compat.tools.serve._pool import BlockingPool
 
 pytest.importorskip("aiohttp")
 
-LEAN = "rlm-lean"
 MAX_CONTEXT = 1_000_000
 MAX_QUERY = 10_000
 MAX_BODY = 4 * MAX_CONTEXT
@@ -45,22 +48,6 @@ def _script(request: dict[str, Any]) -> Reply:
     if len(messages) == 1:
         return "leaf"
     query = str(messages[1].get("content", ""))
-    for marker, reply in (
-        ("P401", ErrorReply(401, "provider says: bad key")),
-        ("P429", ErrorReply(429, "provider rate limit", retry_after=0)),
-        ("P500", ErrorReply(500, "provider exploded")),
-        ("MALFORMED", RawReply(b"{not json")),
-        ("NOCHOICES", RawReply(b'{"choices": []}')),
-    ):
-        if marker in query:
-            return reply
-    if "SUBCALL" in query:
-        return 'r = llm_query("sub")\nFINAL("sub:" + r)'
-    if "CALLS" in query:
-        return 'for i in range(5):\n    llm_query("sub")\nFINAL("many")'
-    if "SLOW" in query:
-        time.sleep(2.5)
-        return ECHO
     if "SPIN" in query:
         return "x = 0\nwhile True:\n    x += 1"
     return ECHO
@@ -79,18 +66,13 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
     listener.bind(str(docs / "sock"))
     (docs / "sub").mkdir()
     with ScriptedChatServer(_script) as provider:
-        config = root / "models.toml"
-        config.write_text(
-            f'[models.{LEAN}]\nmodel = "openai/gpt-4o-mini"\napi_base = "{provider.base_url}"\n'
-            'api_key_env = "PROVIDER_KEY"\nclient = "openai-compatible"\nrequest_timeout = 1.0\n'
-            "max_retries = 1\nretry_backoff_seconds = 0\n",
-            encoding="utf-8",
-        )
-        flags = ["--max-retries", "1", "--retry-backoff-seconds", "0", "--max-calls", "4"]
+        # the lean path: what is tested here happens before and around the provider call, and
+        # the server then never imports litellm (test_serve.py tests what depends on the path)
+        flags = ["--client", "openai-compatible", "--max-calls", "4"]
         flags += ["--max-context-chars", str(MAX_CONTEXT), "--max-query-chars", str(MAX_QUERY)]
         flags += ["--max-body-bytes", str(MAX_BODY), "--max-concurrent", "4", "--max-seconds", "20"]
         flags += ["--documents-root", str(docs), "--trajectory-dir", str(root / "runs")]
-        flags += ["--trajectory-keep-runs", str(KEEP_RUNS), "--config", str(config)]
+        flags += ["--trajectory-keep-runs", str(KEEP_RUNS)]
         with serving(root, provider, *flags) as server:
             server.provider = provider
             yield server
@@ -324,79 +306,6 @@ def test_malformed_bodies_are_4xx_naming_the_field_as_sent(server: Served) -> No
 # --- parameters -------------------------------------------------------------------------------------
 
 
-def test_parameters_reach_the_root_model_or_are_refused_never_dropped(server: Served) -> None:
-    reply = _ask(
-        server,
-        "SUBCALL-params",
-        temperature=0.25,
-        seed=7,
-        max_tokens=500,
-        user="someone",
-        tools=[],
-        response_format={"type": "text"},
-        extra_body={"rlm": {"context": "TOKEN"}},
-    )
-    assert reply.choices[0].message.content == "sub:leaf"
-    assert server.provider is not None
-    calls = [r for r in list(server.provider.requests) if "SUBCALL-params" in json.dumps(r["messages"])]
-    subs = [
-        r for r in list(server.provider.requests) if r["messages"] == [{"role": "user", "content": "sub"}]
-    ]
-    assert calls and all((r["temperature"], r["seed"], r["max_tokens"]) == (0.25, 7, 500) for r in calls)
-    assert subs and all("temperature" not in r and "seed" not in r for r in subs)
-    for extra, param, code in (
-        ({"tools": [{"type": "function", "function": {"name": "f"}}]}, "tools", "unsupported_parameter"),
-        ({"response_format": {"type": "json_object"}}, "response_format", "unsupported_parameter"),
-        ({"stop": ["\n"]}, "stop", "unsupported_parameter"),
-        ({"logprobs": True}, "logprobs", "unsupported_parameter"),
-        ({"frobnicate": 1}, "frobnicate", "unsupported_parameter"),
-        ({"temperature": 9}, "temperature", None),
-        ({"max_tokens": 0}, "max_tokens", None),
-    ):
-        with pytest.raises(openai.BadRequestError) as caught:
-            _ask(server, "QP", extra_body={"rlm": {"context": "c"}, **extra})
-        assert (_error(caught)[1]["param"], _error(caught)[1]["code"]) == (param, code)
-
-
-# --- one error table, both client paths -------------------------------------------------------------
-
-
-@pytest.mark.parametrize(
-    ("marker", "status", "code", "attempts"),
-    [
-        ("P401", 502, "provider_authentication", 1),
-        ("P429", 429, "provider_rate_limited", 2),
-        ("P500", 502, "provider_error", 2),
-        ("MALFORMED", 502, "provider_error", 2),
-        ("NOCHOICES", 502, "provider_error", 2),
-        # four provider timeouts in a row (~4 s): the mapping and the retries are no Python-version matter
-        pytest.param("SLOW", 504, "provider_timeout", 2, marks=pytest.mark.once_per_ci),
-    ],
-)
-def test_both_client_paths_give_the_same_error_and_retry_the_same_failures(
-    server: Served, marker: str, status: int, code: str, attempts: int
-) -> None:
-    for model in (MODEL, LEAN):
-        tag = f"{marker}-{model}"
-        with pytest.raises(openai.APIStatusError) as caught:
-            _ask(server, tag, model=model, extra_body={"rlm": {"context": "c"}})
-        got, body = _error(caught)
-        assert (got, body["code"]) == (status, code), (model, body)
-        assert caught.value.response.headers["x-should-retry"] == "false"
-        assert _provider_calls(server, tag) == attempts, model
-
-
-def test_budget_errors_name_the_requests_own_field(server: Served) -> None:
-    with pytest.raises(openai.UnprocessableEntityError) as caught:
-        _ask(server, "CALLS", extra_body={"rlm": {"context": "c", "max_calls": 2}})
-    body = _error(caught)[1]
-    assert body["param"] == "rlm.max_calls" and "'rlm.max_calls' (2 model calls)" in body["message"]
-    assert "max_total" not in body["message"]
-    with pytest.raises(openai.APIStatusError) as timed:
-        _ask(server, "SLOW-budget", extra_body={"rlm": {"context": "c", "max_seconds": 0.5}})
-    assert (timed.value.status_code, _error(timed)[1]["param"]) == (504, "rlm.max_seconds")
-
-
 # --- retention --------------------------------------------------------------------------------------
 
 
@@ -525,8 +434,7 @@ def test_sigterm_gives_runs_the_grace_then_ends_them_like_a_hang_up(
     root = tmp_path_factory.mktemp("shutdown")
     with (
         ScriptedChatServer(_script) as provider,
-        # the lean client: the runs start without waiting for litellm's import, which the server
-        # still makes in the background (and exits without waiting for)
+        # the lean client, as for the module's server (litellm's import would only cost time here)
         serving(
             root,
             provider,
