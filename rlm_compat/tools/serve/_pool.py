@@ -114,6 +114,8 @@ def in_daemon_thread(work: Callable[[], _T], name: str) -> asyncio.Future[_T]:
 
 
 def _settle(future: asyncio.Future[Any], outcome: tuple[bool, Any]) -> None:
+    """Hand the outcome on; an exception nobody awaits any more (the waiter gave up) is not logged
+    as "never retrieved": the waiter already answered for it."""
     if future.done():
         return
     ok, value = outcome
@@ -121,3 +123,4 @@ def _settle(future: asyncio.Future[Any], outcome: tuple[bool, Any]) -> None:
         future.set_result(value)
     else:
         future.set_exception(value)
+        future.add_done_callback(lambda f: f.exception())
