@@ -70,7 +70,7 @@ class _Server:
         self.token = config.bearer()
         limits = config.limits
         self.gate = Gate(limits.max_concurrent, limits.max_queue, limits.queue_timeout)
-        self.bodies = BodyBudget(BODY_BUDGET_FACTOR * limits.max_body_bytes)
+        self.bodies = BodyBudget(BODY_BUDGET_FACTOR * limits.max_body_bytes, limits.queue_timeout)
         self.documents = None if config.documents_root is None else Path(config.documents_root).resolve()
         self.records: TrajectoryStore | None = None
         if config.trajectory_dir is not None:
@@ -213,6 +213,7 @@ class _Server:
                 "queued": self.gate.waiting,
                 "served": self.served,
                 "reading_body_bytes": self.bodies.reserved,
+                "waiting_to_read": self.bodies.waiting,
                 "pools": pools,
             }
         )
@@ -279,7 +280,7 @@ class _Server:
 
     async def _chat(self, request: web.Request) -> web.StreamResponse:
         limits = self.config.limits
-        with self.bodies.reserve(request.content_length or limits.max_body_bytes):
+        async with self.bodies.reserve(request.content_length or limits.max_body_bytes):
             chat = parse_request(await request.read(), limits)
         spec = self.config.registry.resolve(chat.model)
         if spec is None:

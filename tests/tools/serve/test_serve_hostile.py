@@ -40,6 +40,7 @@ MAX_CONTEXT = 1_000_000
 MAX_QUERY = 10_000
 MAX_BODY = 4 * MAX_CONTEXT
 KEEP_RUNS = 3
+QUEUE_TIMEOUT = 2.0
 ECHO = 'FINAL("ok:" + query[:12] + ":" + str(len(context)))'
 
 
@@ -72,7 +73,7 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
         flags += ["--max-context-chars", str(MAX_CONTEXT), "--max-query-chars", str(MAX_QUERY)]
         flags += ["--max-body-bytes", str(MAX_BODY), "--max-concurrent", "4", "--max-seconds", "20"]
         flags += ["--documents-root", str(docs), "--trajectory-dir", str(root / "runs")]
-        flags += ["--trajectory-keep-runs", str(KEEP_RUNS)]
+        flags += ["--trajectory-keep-runs", str(KEEP_RUNS), "--queue-timeout", str(QUEUE_TIMEOUT)]
         with serving(root, provider, *flags) as server:
             server.provider = provider
             yield server
@@ -211,8 +212,9 @@ def test_fifos_sockets_and_directories_are_refused_and_never_block_the_server(se
 
 
 def test_bodies_read_at_once_are_bounded_and_an_upload_over_the_budget_is_429(server: Served) -> None:
-    """Four slow uploads of a full --max-body-bytes body fill the budget (4x); the next request is a
-    429 before its body is read; once they hang up, requests are served again (``server``)."""
+    """Four slow uploads of a full --max-body-bytes body fill the budget (4x); the next request waits,
+    its body unread, for --queue-timeout, then is a 429; once they hang up, requests are served
+    again (``server``)."""
     host, port = server.base_url.removeprefix("http://").removesuffix("/v1").split(":")
     health = server.base_url.removesuffix("/v1") + "/health"
     head = (

@@ -329,3 +329,24 @@ def test_a_server_of_lean_models_only_never_needs_litellm(tmp_path: Path) -> Non
     assert not ModelRegistry(template=lean, roots=["openai/a"]).uses_litellm()
     assert ModelRegistry(template=ModelSpec.of("t", "t"), roots=["openai/a"]).uses_litellm()
     assert not ModelRegistry([lean], template=ModelSpec.of("t", "t")).uses_litellm()
+
+
+async def test_bodies_over_the_budget_wait_their_turn_and_give_up_with_429() -> None:
+    import asyncio
+
+    from rlm_compat.tools.serve._gate import BodyBudget
+
+    budget = BodyBudget(total=10, timeout=0.2)
+    second = budget.reserve(5)  # kept: a dropped context manager would give its bytes back
+    async with budget.reserve(8):
+        waiting = asyncio.ensure_future(second.__aenter__())
+        await asyncio.sleep(0.05)
+        assert budget.waiting == 1 and not waiting.done()
+    await waiting  # admitted once the first body was read
+    assert budget.reserved == 5
+    with pytest.raises(ApiError) as caught:
+        async with budget.reserve(6):
+            pass
+    assert caught.value.status == 429 and budget.reserved == 5
+    async with BodyBudget(total=1, timeout=0.1).reserve(100):  # one body is always admitted
+        pass
