@@ -350,3 +350,27 @@ async def test_bodies_over_the_budget_wait_their_turn_and_give_up_with_429() -> 
     assert caught.value.status == 429 and budget.reserved == 5
     async with BodyBudget(total=1, timeout=0.1).reserve(100):  # one body is always admitted
         pass
+
+
+def test_the_rlm_retries_the_lean_clients_failures_as_it_retries_litellms() -> None:
+    from rlm_compat.errors import ProviderResponseError
+    from rlm_compat.openai_client import (
+        ProviderConnectionError,
+        ProviderRateLimitError,
+        ProviderStatusError,
+        ProviderTimeoutError,
+    )
+    from rlm_compat.retry import is_retryable, retry_after
+
+    for error, retried in (
+        (ProviderStatusError("m", 500), True),
+        (ProviderStatusError("m", 409), True),
+        (ProviderStatusError("m", 401), False),
+        (ProviderStatusError("m", 400), False),
+        (ProviderRateLimitError("m", 429, 2.5), True),
+        (ProviderTimeoutError("m"), True),
+        (ProviderConnectionError("m"), True),
+        (ProviderResponseError("m"), True),
+    ):
+        assert is_retryable(error) is retried, error
+    assert retry_after(ProviderRateLimitError("m", 429, 2.5)) == 2.5
