@@ -174,9 +174,16 @@ class RLM:
         """Synchronous :meth:`atry_complete_result`."""
         return run_sync(self.atry_complete_result(query, context, **kwargs))
 
-    async def atry_complete_result(self, query: str = "", context: str = "", **kwargs: Any) -> RunResult:
-        """Like :meth:`acomplete_result`, but a failed run is returned as a FailedCompletionResult."""
-        return await self._run(query, context, kwargs, return_failure=True)
+    async def atry_complete_result(
+        self, query: str = "", context: str = "", *, query_as_context: bool = True, **kwargs: Any
+    ) -> RunResult:
+        """Like :meth:`acomplete_result`, but a failed run is returned as a FailedCompletionResult.
+
+        ``query_as_context=False``: an empty context stays empty and the query stays the question
+        (by default a query without a context becomes the context, recursive-llm's rule), for
+        callers that know the context was given and is empty (``rlm-compat serve``).
+        """
+        return await self._run(query, context, kwargs, return_failure=True, query_as_context=query_as_context)
 
     def completion(self, query: str = "", context: str = "", **kwargs: Any) -> str:
         """2fb46cc's name for :meth:`complete`."""
@@ -187,11 +194,22 @@ class RLM:
         return await self.acomplete(query, context, **kwargs)
 
     async def _run(
-        self, query: str, context: str, kwargs: dict[str, Any], *, return_failure: bool
+        self,
+        query: str,
+        context: str,
+        kwargs: dict[str, Any],
+        *,
+        return_failure: bool,
+        query_as_context: bool = True,
     ) -> RunResult:
         kwargs = check_call_options(kwargs, api=self.settings.api, caller="complete()", stacklevel=5)
         return await self._engine.run(
-            query, context, kwargs, return_failure=return_failure, on_end=self._ended
+            query,
+            context,
+            kwargs,
+            return_failure=return_failure,
+            on_end=self._ended,
+            query_as_context=query_as_context,
         )
 
     def _ended(self, result: RunResult, messages: list[Message]) -> None:

@@ -12,7 +12,8 @@ It is opt-in (``RLM(..., client=OpenAICompatibleClient())``, ``rlm-compat serve 
 openai-compatible``): litellm stays the default path, for every provider it supports and for
 ``rlm_compat.core.litellm.acompletion`` patching. It does not price calls (``cost_usd`` is None,
 so a ``max_total_cost_usd`` budget has nothing to count), route other providers, or retry (a
-failed call raises at once; retries belong to the caller).
+failed call raises at once; retries belong to the caller: the RLM retries the same failures on this
+path as on litellm's, :func:`rlm_compat.retry.is_retryable`).
 """
 
 from __future__ import annotations
@@ -28,7 +29,13 @@ from .clients import ModelReply, field
 from .errors import LLMCallError, ProviderResponseError
 from .types import Message
 
-__all__ = ["OpenAICompatibleClient", "ProviderRateLimitError", "ProviderStatusError", "ProviderTimeoutError"]
+__all__ = [
+    "OpenAICompatibleClient",
+    "ProviderConnectionError",
+    "ProviderRateLimitError",
+    "ProviderStatusError",
+    "ProviderTimeoutError",
+]
 
 _PREFIXES = ("openai/",)
 _LOCAL = frozenset({"api_base", "base_url", "api_key", "max_retries", "num_retries", "timeout"})
@@ -40,6 +47,7 @@ class ProviderStatusError(LLMCallError):
     def __init__(self, message: str, status: int, retry_after: float | None = None) -> None:
         super().__init__(message)
         self.status, self.retry_after = status, retry_after
+        self.status_code = status  # the name litellm's and the SDK's errors use: one retry rule for all
 
 
 class ProviderRateLimitError(ProviderStatusError):
@@ -48,6 +56,11 @@ class ProviderRateLimitError(ProviderStatusError):
 
 class ProviderTimeoutError(LLMCallError):
     """The endpoint did not answer within the call's ``timeout``."""
+
+
+class ProviderConnectionError(LLMCallError):
+    """The endpoint could not be reached (refused, reset, DNS): transient, as litellm's
+    ``APIConnectionError`` is, so the RLM retries it the same on both paths."""
 
 
 class OpenAICompatibleClient:
@@ -109,7 +122,9 @@ class OpenAICompatibleClient:
         except asyncio.TimeoutError:
             raise ProviderTimeoutError(f"model {model!r}: no answer from {url} within {timeout} s") from None
         except aiohttp.ClientError as exc:
-            raise LLMCallError(f"model {model!r}: cannot reach {url}: {type(exc).__name__}: {exc}") from None
+            raise ProviderConnectionError(
+                f"model {model!r}: cannot reach {url}: {type(exc).__name__}: {exc}"
+            ) from None
         if status >= 400:
             raise _status_error(model, status, raw, retry_after)
         try:

@@ -25,6 +25,8 @@ _TRANSIENT_NAMES = frozenset(
         "APIConnectionError",
         "APITimeoutError",
         "InternalServerError",
+        "ProviderConnectionError",
+        "ProviderTimeoutError",
         "RateLimitError",
         "ServiceUnavailableError",
         "Timeout",
@@ -61,10 +63,14 @@ def is_retryable(error: BaseException) -> bool:
 def retry_after(error: BaseException) -> float | None:
     """The provider's ``Retry-After`` in seconds (``retry-after-ms`` or the numeric form), if sent.
 
-    The headers are looked for where litellm and the openai SDK put them across their releases:
+    The lean client (:mod:`rlm_compat.openai_client`) hands it on as ``retry_after``. Otherwise
+    the headers are looked for where litellm and the openai SDK put them across their releases:
     litellm's ``litellm_response_headers`` (litellm 1.9x hands on a rebuilt ``response`` without
     them), then the exception's ``response.headers`` (the SDK's, and litellm's later releases).
     """
+    own = getattr(error, "retry_after", None)  # the lean client's, already in seconds
+    if isinstance(own, (int, float)) and not isinstance(own, bool) and math.isfinite(own) and own >= 0:
+        return float(own)
     sources = (
         getattr(error, "litellm_response_headers", None),
         getattr(getattr(error, "response", None), "headers", None),

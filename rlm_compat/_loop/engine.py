@@ -80,11 +80,21 @@ class Engine:
         return Run(budget=settings.budget.start(), observers=self.observers, trajectory=writer, shape=shape)
 
     async def run(
-        self, query: str, context: str, kwargs: dict[str, Any], *, return_failure: bool, on_end: RunEnd
+        self,
+        query: str,
+        context: str,
+        kwargs: dict[str, Any],
+        *,
+        return_failure: bool,
+        on_end: RunEnd,
+        query_as_context: bool = True,
     ) -> RunResult:
-        """One root run: its own :class:`Run`, the root node, then the result object."""
+        """One root run: its own :class:`Run`, the root node, then the result object.
+
+        ``query_as_context=False`` keeps an empty context empty (the root only; children keep the rule).
+        """
         settings = self.settings
-        if query and not context:
+        if query_as_context and query and not context:
             query, context = "", query
         if settings.depth >= settings.max_depth and not settings.release.root_exempt(settings.depth):
             raise MaxDepthError(f"Max recursion depth ({settings.max_depth}) exceeded")
@@ -97,7 +107,9 @@ class Engine:
             RunStarted, depth=depth, node_id=root, query=query, context_chars=_size(context), config=config
         )
         try:
-            answer = await self.node(run, root, "", query, context, kwargs, keep=kept)
+            answer = await self.node(
+                run, root, "", query, context, kwargs, keep=kept, query_as_context=query_as_context
+            )
         except BaseException as exc:
             stats = run.snapshot()
             run.emit(
@@ -135,9 +147,10 @@ class Engine:
         kwargs: dict[str, Any],
         *,
         keep: list[list[Message]] | None = None,
+        query_as_context: bool = True,
     ) -> str:
         """One RLM node of the tree (the root, or a child started from its parent's REPL)."""
-        if query and not context:
+        if query_as_context and query and not context:
             query, context = "", query
         depth = self.settings.depth
         where = {"depth": depth, "node_id": node, "parent_id": parent}

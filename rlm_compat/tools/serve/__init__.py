@@ -8,8 +8,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from ._errors import ApiError
 from ._models import RLM_KEYS, SCHEME, SERVER_OWNED, ModelRegistry, ModelSpec
-from ._protocol import ApiError, ServeLimits
+from ._protocol import ServeLimits
 
 if TYPE_CHECKING:
     from aiohttp import web

@@ -10,8 +10,8 @@ workers on the way out.
 from __future__ import annotations
 
 import asyncio
+import functools
 import hmac
-import json
 import logging
 import re
 import time
@@ -22,23 +22,17 @@ from typing import Any
 
 from aiohttp import web
 
-from ...environments import EnvironmentAccessError, LocalExecutionEnvironment
 from ...events import TrajectoryEvent
 from ._config import Redactor, ServerConfig
 from ._disconnect import client_gone, unless_gone
-from ._gate import Gate
+from ._documents import DocumentRefused, read_document
+from ._errors import ApiError, bad
+from ._gate import BodyBudget, Gate
 from ._models import ModelSpec
-from ._protocol import (
-    ApiError,
-    ChatRequest,
-    bad,
-    chunk,
-    completion,
-    context_too_large,
-    error_for_failure,
-    parse_request,
-    usage_of,
-)
+from ._outcomes import error_for_failure
+from ._pool import BlockingPool, in_daemon_thread
+from ._protocol import ChatRequest, chunk, completion, context_too_large, parse_request, usage_of
+from ._records import TrajectoryStore
 from ._sse import comment, dumps, progress_line, send
 
 __all__ = ["ServerConfig", "create_app"]
@@ -46,6 +40,8 @@ __all__ = ["ServerConfig", "create_app"]
 log = logging.getLogger("rlm_compat.tools.serve")
 
 _RUN_ID = re.compile(r"^chatcmpl-rlm-[0-9a-f]{32}$")
+BODY_BUDGET_FACTOR = 4
+"""Request bodies read at once: at most this many times ``--max-body-bytes`` in all."""
 _ANSWER_PIECE = 4096
 
 
@@ -74,12 +70,32 @@ class _Server:
         self.token = config.bearer()
         limits = config.limits
         self.gate = Gate(limits.max_concurrent, limits.max_queue, limits.queue_timeout)
-        self.documents = (
-            LocalExecutionEnvironment(config.documents_root) if config.documents_root is not None else None
-        )
+        self.bodies = BodyBudget(BODY_BUDGET_FACTOR * limits.max_body_bytes, limits.queue_timeout)
+        self.documents = None if config.documents_root is None else Path(config.documents_root).resolve()
+        self.records: TrajectoryStore | None = None
         if config.trajectory_dir is not None:
             Path(config.trajectory_dir).mkdir(parents=True, exist_ok=True)
+            self.records = TrajectoryStore(
+                Path(config.trajectory_dir),
+                self.redact,
+                config.redact_trajectories,
+                config.trajectory_keep_runs,
+                config.trajectory_keep_bytes,
+            )
+        # one thread per run slot (a run reads its documents before it takes one), waiting room for
+        # every request the gate admits, and the queue's patience as the deadline
+        threads = min(max(limits.max_concurrent, 2), 64)
+        backlog = limits.max_concurrent + limits.max_queue
+        self.pools = {
+            name: BlockingPool(name, threads, backlog, limits.queue_timeout)
+            for name in ("documents", "trajectories")
+        }
         self.served = 0
+        self.inflight = 0
+        self._idle = asyncio.Event()
+        self._idle.set()
+        self.stopping = asyncio.Event()
+        self.closing = False
         self._litellm: asyncio.Future[None] | None = None
         self._lean: Any = None
 
@@ -92,15 +108,17 @@ class _Server:
         return self._lean
 
     def preload(self) -> None:
-        """Start importing litellm now, so the first request does not wait for all of it."""
-        if self._litellm is None:
-            self._litellm = asyncio.ensure_future(asyncio.to_thread(_import_litellm))
+        """Start importing litellm now, so the first request does not wait for all of it (only when a
+        served model uses it: the lean client's path never imports litellm)."""
+        if self._litellm is None and self.config.registry.uses_litellm():
+            # a daemon thread, not asyncio's pool: a SIGTERM during the import must not wait for it
+            self._litellm = in_daemon_thread(_import_litellm, "rlm-serve-import")
 
     async def _litellm_loaded(self) -> None:
         """litellm imported off the event loop (once, shared by every request): a first model call
         would otherwise import it on the loop and stall every other run for seconds."""
-        self.preload()
-        assert self._litellm is not None
+        if self._litellm is None:
+            self._litellm = in_daemon_thread(_import_litellm, "rlm-serve-import")
         await asyncio.shield(self._litellm)
 
     # --- middleware: auth, errors, one log line per request ------------------------------------
@@ -158,7 +176,9 @@ class _Server:
             return
         header = request.headers.get("Authorization", "")
         scheme, _, given = header.partition(" ")
-        if scheme.lower() != "bearer" or not hmac.compare_digest(given.strip().encode(), self.token.encode()):
+        # surrogateescape: aiohttp hands on undecodable header bytes as lone surrogates
+        sent = given.strip().encode("utf-8", "surrogateescape")
+        if scheme.lower() != "bearer" or not hmac.compare_digest(sent, self.token.encode()):
             raise ApiError(
                 401,
                 "missing or wrong API key: send 'Authorization: Bearer <key>'",
@@ -183,9 +203,42 @@ class _Server:
     # --- small routes -------------------------------------------------------------------------
 
     async def health(self, request: web.Request) -> web.Response:
+        pools = {name: pool.status() for name, pool in self.pools.items()}
+        saturated = any(p["saturated"] for p in pools.values())
+        status = "stopping" if self.closing else "degraded" if saturated else "ok"
         return web.json_response(
-            {"status": "ok", "running": self.gate.running, "queued": self.gate.waiting, "served": self.served}
+            {
+                "status": status,
+                "running": self.gate.running,
+                "queued": self.gate.waiting,
+                "served": self.served,
+                "reading_body_bytes": self.bodies.reserved,
+                "waiting_to_read": self.bodies.waiting,
+                "pools": pools,
+            }
         )
+
+    # --- shutdown -----------------------------------------------------------------------------
+
+    async def drain(self, grace: float) -> None:
+        """Refuse new runs, give those in flight ``grace`` seconds, then end them like a hang-up.
+
+        Queued requests get 503 at once; a run still going after the grace is cancelled (its
+        workers killed), a streaming client gets an error event and ``[DONE]``, a waiting one a 503.
+        """
+        self.closing = True
+        self.gate.close(_shutting_down())
+        try:
+            await asyncio.wait_for(self._idle.wait(), grace)
+        except asyncio.TimeoutError:
+            log.info("shutdown: grace over, cancelling %d run(s)", self.inflight)
+            self.stopping.set()
+            try:
+                await asyncio.wait_for(self._idle.wait(), 0.5)
+            except asyncio.TimeoutError:
+                if self.inflight:
+                    log.warning("shutdown: %d run(s) still ending", self.inflight)
+        log.info("shutdown: runs ended")
 
     async def models(self, request: web.Request) -> web.Response:
         return web.json_response(
@@ -206,9 +259,7 @@ class _Server:
         return web.FileResponse(path, headers={"Content-Type": "application/x-ndjson"})
 
     def _trajectory_path(self, run_id: str) -> Path | None:
-        if self.config.trajectory_dir is None:
-            return None
-        return Path(self.config.trajectory_dir) / f"{run_id}.jsonl"
+        return None if self.records is None else self.records.path(run_id)
 
     # --- chat completions -----------------------------------------------------------------------
 
@@ -216,27 +267,53 @@ class _Server:
         declared = request.content_length
         if declared is not None and declared > self.config.limits.max_body_bytes:
             raise self._too_large()
-        raw = await request.read()
-        chat = parse_request(raw, self.config.limits)
+        if self.closing:
+            raise _shutting_down()
+        self.inflight += 1
+        self._idle.clear()
+        try:
+            return await self._chat(request)
+        finally:
+            self.inflight -= 1
+            if not self.inflight:
+                self._idle.set()
+
+    async def _chat(self, request: web.Request) -> web.StreamResponse:
+        limits = self.config.limits
+        async with self.bodies.reserve(request.content_length or limits.max_body_bytes):
+            chat = parse_request(await request.read(), limits)
         spec = self.config.registry.resolve(chat.model)
         if spec is None:
             raise _unknown_model(chat.model)
-        context = await self._context(chat)
         run_id = f"chatcmpl-rlm-{uuid.uuid4().hex}"
         request["run_id"] = run_id
-        async with self.gate.slot():
+        async with self.gate.slot():  # documents are read in the slot: at most --max-concurrent at once
+            context = await self._context(chat)
             if chat.stream:
                 return await self._stream(request, chat, spec, context, run_id)
-            outcome = await unless_gone(request, self._run(chat, spec, context, run_id, None))
+            outcome = await unless_gone(
+                request, self._run(chat, spec, context, run_id, None), self.stopping, _shutting_down
+            )
         self.served += 1
         if isinstance(outcome, ApiError):
             raise outcome
         answer, stats = outcome
-        body = completion(run_id, chat.model, answer, stats, self._extra(run_id, stats))
+        body = completion(run_id, chat.model, answer, stats, self._extra(run_id, stats, chat, context))
         return web.json_response(body, headers={"x-rlm-run-id": run_id}, dumps=dumps)
 
     async def _context(self, chat: ChatRequest) -> str:
-        """The run's context: named documents, then the extension's text; else the earlier messages."""
+        """The run's context (see ChatRequest.context_source): named documents, then the extension's
+        text; or the earlier messages; or nothing (the query becomes the context).
+
+        Each document is charged against what is left of ``--max-context-chars`` by its size on disk
+        before it is read, so an oversized file costs a ``stat``, not its contents.
+        """
+        if chat.context_source == "messages":
+            return chat.earlier
+        if chat.context_source == "query":
+            return ""
+        limit = self.config.limits.max_context_chars
+        left = limit - len(chat.context or "")
         parts: list[str] = []
         if chat.documents:
             if self.documents is None:
@@ -244,23 +321,32 @@ class _Server:
                     "this server has no --documents-root: 'rlm.documents' cannot be read",
                     param="rlm.documents",
                 )
-            for name in chat.documents:
+            root = self.documents
+            for i, name in enumerate(chat.documents):
+                header = f"==> {name} <==\n"
+                left -= len(header) + 2
                 try:
-                    text = await asyncio.to_thread(self.documents.read_file, name)
-                except (EnvironmentAccessError, OSError, UnicodeDecodeError) as exc:
-                    why = "not UTF-8 text" if isinstance(exc, UnicodeDecodeError) else _unreadable(exc)
-                    raise bad(f"document {name!r}: {why}", param="rlm.documents") from None
-                parts.append(f"==> {name} <==\n{text}")
+                    text = await self.pools["documents"].run(
+                        functools.partial(read_document, root, name, max(left, 0))
+                    )
+                except DocumentRefused as exc:
+                    code = "context_length_exceeded" if exc.too_large else None
+                    param = f"rlm.documents[{i}]"
+                    raise bad(f"document {name!r}: {exc}", param=param, code=code) from None
+                left -= len(text)
+                parts.append(header + text)
         if chat.context is not None:
             parts.append(chat.context)
-        context = "\n\n".join(parts) if parts else chat.earlier
-        if len(context) > self.config.limits.max_context_chars:
+        context = "\n\n".join(parts)
+        if len(context) > limit:
             raise context_too_large(len(context), self.config.limits)
         return context
 
-    def _extra(self, run_id: str, stats: dict[str, Any]) -> dict[str, Any]:
-        url = f"/v1/rlm/runs/{run_id}/trajectory" if self.config.trajectory_dir is not None else None
-        return {"run_id": run_id, "trajectory": url, "stats": stats}
+    def _extra(self, run_id: str, stats: dict[str, Any], chat: ChatRequest, context: str) -> dict[str, Any]:
+        url = f"/v1/rlm/runs/{run_id}/trajectory" if self.records is not None else None
+        chars = len(chat.query) if chat.context_source == "query" else len(context)
+        source = {"source": chat.context_source, "chars": chars}
+        return {"run_id": run_id, "trajectory": url, "stats": stats, "context": source}
 
     async def _run(
         self,
@@ -295,31 +381,30 @@ class _Server:
                 **spec.rlm,
                 **options,
             )
-            result = await rlm.atry_complete_result(chat.query, context)
+            result = await rlm.atry_complete_result(
+                chat.query, context, query_as_context=chat.context_source == "query", **chat.options
+            )
         except asyncio.CancelledError:
             if rlm is not None and rlm.last_run is not None:
-                await asyncio.shield(
-                    asyncio.to_thread(self._write_trajectory, run_id, rlm.last_run.trajectory)
-                )
+                await asyncio.shield(self._write_trajectory(run_id, rlm.last_run.trajectory))
             raise
         except Exception as exc:
             return error_for_failure(exc, type(exc).__name__, str(exc))
-        await asyncio.to_thread(self._write_trajectory, run_id, result.trajectory)
+        await self._write_trajectory(run_id, result.trajectory)
         if result.answer is None:
             error_type = getattr(result, "error_type", "RLMError")
             return error_for_failure(None, error_type, getattr(result, "error", ""))
         return result.answer, result.stats
 
-    def _write_trajectory(self, run_id: str, events: tuple[TrajectoryEvent, ...]) -> None:
-        path = self._trajectory_path(run_id)
-        if path is None:
+    async def _write_trajectory(self, run_id: str, events: tuple[TrajectoryEvent, ...]) -> None:
+        """On the trajectory pool; a write that fails or is stuck costs the record, not the answer."""
+        records = self.records
+        if records is None:
             return
-        redact = self.config.redact_trajectories
-        lines = [
-            self.redact(json.dumps(e.to_dict(redact=redact), ensure_ascii=False, default=repr))
-            for e in events
-        ]
-        path.write_text("".join(f"{line}\n" for line in lines), encoding="utf-8")
+        try:
+            await self.pools["trajectories"].run(lambda: records.write(run_id, events))
+        except (ApiError, OSError) as exc:
+            log.warning("run %s: trajectory not written: %s", run_id, exc)
 
     async def _stream(
         self, request: web.Request, chat: ChatRequest, spec: ModelSpec, context: str, run_id: str
@@ -346,18 +431,24 @@ class _Server:
         await response.prepare(request)
         run = asyncio.ensure_future(self._run(chat, spec, context, run_id, progress))
         gone = asyncio.ensure_future(client_gone(request))
+        stop = asyncio.ensure_future(self.stopping.wait())
         try:
             await send(response, chunk(run_id, chat.model, {"role": "assistant", "content": ""}))
             while not run.done():
                 getter = asyncio.ensure_future(events.get())
                 done, _ = await asyncio.wait(
-                    {run, getter, gone},
+                    {run, getter, gone, stop},
                     timeout=self.config.heartbeat_seconds,
                     return_when=asyncio.FIRST_COMPLETED,
                 )
                 if gone in done:
                     getter.cancel()
                     raise asyncio.CancelledError("the client went away")
+                if stop in done and not run.done():
+                    getter.cancel()
+                    run.cancel()
+                    await asyncio.gather(run, return_exceptions=True)
+                    return await self._stream_error(request, response, _shutting_down())
                 if getter in done:
                     await comment(response, progress_line(getter.result()))
                 else:
@@ -371,23 +462,32 @@ class _Server:
             raise
         finally:
             gone.cancel()
+            stop.cancel()
         self.served += 1
         if isinstance(outcome, ApiError):
-            request["stream_error"] = outcome.status
-            body = outcome.body()
-            body["error"]["message"] = self.redact(body["error"]["message"])
-            body["error"]["status"] = outcome.status
-            await send(response, body)
-            await response.write_eof()
-            return response
+            return await self._stream_error(request, response, outcome)
         answer, stats = outcome
         for start in range(0, max(len(answer), 1), _ANSWER_PIECE):
             await send(
                 response, chunk(run_id, chat.model, {"content": answer[start : start + _ANSWER_PIECE]})
             )
-        await send(response, chunk(run_id, chat.model, {}, finish="stop", extra=self._extra(run_id, stats)))
+        extra = self._extra(run_id, stats, chat, context)
+        await send(response, chunk(run_id, chat.model, {}, finish="stop", extra=extra))
         if chat.include_usage:
             await send(response, chunk(run_id, chat.model, None, usage=usage_of(stats)))
+        await response.write(b"data: [DONE]\n\n")
+        await response.write_eof()
+        return response
+
+    async def _stream_error(
+        self, request: web.Request, response: web.StreamResponse, error: ApiError
+    ) -> web.StreamResponse:
+        """A run's failure once the stream has started: an error event, then ``[DONE]``."""
+        request["stream_error"] = error.status
+        body = error.body()
+        body["error"]["message"] = self.redact(body["error"]["message"])
+        body["error"]["status"] = error.status
+        await send(response, body)
         await response.write(b"data: [DONE]\n\n")
         await response.write_eof()
         return response
@@ -399,13 +499,14 @@ def _import_litellm() -> None:
     litellm.suppress_debug_info = True  # its feedback banner, printed with every provider error
 
 
-def _unreadable(exc: Exception) -> str:
-    """Why a named document cannot be read, without the server's own paths."""
-    if isinstance(exc, EnvironmentAccessError) and "leaves" in str(exc):
-        return "outside the server's documents root (names are relative to it)"
-    if isinstance(exc, IsADirectoryError):
-        return "a directory, not a file"
-    return "no such readable file under the server's documents root"
+def _shutting_down() -> ApiError:
+    return ApiError(
+        503,
+        "the server is shutting down; retry against another instance or after its restart",
+        type="server_error",
+        code="server_shutting_down",
+        retry=True,
+    )
 
 
 def _unknown_model(name: str) -> ApiError:

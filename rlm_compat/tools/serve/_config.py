@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from ..tool_errors import ToolUsageError
 from ._models import ModelRegistry
 from ._protocol import ServeLimits
+from ._records import DEFAULT_KEEP_BYTES, DEFAULT_KEEP_RUNS
 
 __all__ = ["RedactingFormatter", "Redactor", "ServerConfig"]
 
@@ -26,7 +27,10 @@ class ServerConfig:
     documents_root: str | None = None
     trajectory_dir: str | None = None
     redact_trajectories: bool = False
+    trajectory_keep_runs: int = DEFAULT_KEEP_RUNS
+    trajectory_keep_bytes: int = DEFAULT_KEEP_BYTES
     heartbeat_seconds: float = 15.0
+    shutdown_grace: float = 5.0
 
     def bearer(self) -> str | None:
         """The token clients must send, read from ``api_key_env`` (unset variable: an error)."""

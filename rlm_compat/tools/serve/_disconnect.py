@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import os
 import socket
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
 from aiohttp import web
@@ -15,21 +15,33 @@ __all__ = ["client_gone", "unless_gone"]
 _T = TypeVar("_T")
 
 
-async def unless_gone(request: web.Request, work: Awaitable[_T]) -> _T:
-    """``await work``, cancelled as soon as the client closes its connection."""
+async def unless_gone(
+    request: web.Request,
+    work: Awaitable[_T],
+    stop: asyncio.Event | None = None,
+    stopped: Callable[[], BaseException] | None = None,
+) -> _T:
+    """``await work``, cancelled as soon as the client closes its connection, or when ``stop`` is
+    set (then ``stopped()`` is raised: the server's answer to a run it ended itself)."""
     task = asyncio.ensure_future(work)
     gone = asyncio.ensure_future(client_gone(request))
+    halt = asyncio.ensure_future(stop.wait() if stop is not None else asyncio.Event().wait())
     try:
-        done, _ = await asyncio.wait({task, gone}, return_when=asyncio.FIRST_COMPLETED)
-        if task not in done:
-            raise asyncio.CancelledError("the client went away")
-        return task.result()
+        done, _ = await asyncio.wait({task, gone, halt}, return_when=asyncio.FIRST_COMPLETED)
+        if task in done:
+            return task.result()
+        if halt in done and stopped is not None:
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+            raise stopped()
+        raise asyncio.CancelledError("the client went away")
     except BaseException:
         task.cancel()
         await asyncio.gather(task, return_exceptions=True)
         raise
     finally:
         gone.cancel()
+        halt.cancel()
 
 
 async def client_gone(request: web.Request, every: float = 0.2) -> None:

@@ -199,6 +199,12 @@ class ModelRegistry:
             return replace(self._template, name=name, model=root)
         return None
 
+    def uses_litellm(self) -> bool:
+        """Whether any model it serves calls through litellm (else the server never imports it)."""
+        serves_rlm = self._template is not None and bool(self._roots or self._allow)
+        specs = [*self._named.values(), *([self._template] if serves_rlm and self._template else [])]
+        return any(spec.client == "litellm" for spec in specs)
+
     def secret_envs(self) -> list[str]:
         """The variables holding provider keys, for the redactor."""
         specs = [*self._named.values(), *([self._template] if self._template else [])]

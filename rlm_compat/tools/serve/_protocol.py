@@ -1,37 +1,36 @@
-"""The OpenAI chat-completions wire format as this server speaks it: requests in, answers and errors out.
+"""The OpenAI chat-completions wire format as this server speaks it: requests in, answers out.
 
 Pure data: nothing here touches sockets, so every rule (what a valid request is, which limit a request
-may lower, which status an outcome gets) is one small function a test can call directly.
+may lower, where the context comes from) is one small function a test can call directly.
 """
 
 from __future__ import annotations
 
-import json
+import math
 import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from ...errors import (
-    BudgetExceededError,
-    ConfigurationError,
-    LLMCallError,
-    MaxDepthError,
-    MaxIterationsError,
-)
 from ..tool_errors import ToolUsageError
+from ._body import load_body
+from ._errors import ApiError, bad
+from ._params import root_call_options
 
 __all__ = [
     "ApiError",
     "ChatRequest",
     "ServeLimits",
+    "bad",
     "chunk",
     "completion",
-    "error_for_failure",
     "parse_request",
 ]
 
 EXTENSION = "rlm"
 """The request's extension field: ``{"context": ..., "documents": [...], "max_calls": ...}``."""
+
+MAX_DOCUMENTS = 256
+"""Names one request may list in ``rlm.documents``."""
 
 
 @dataclass(frozen=True)
@@ -39,11 +38,15 @@ class ServeLimits:
     """Server-wide caps; a request may lower the per-run ones in its ``rlm`` field, never raise them.
 
     ``max_concurrent`` runs at once, ``max_queue`` more waiting (up to ``queue_timeout`` seconds)
-    before 429. None for a per-run cap means unbounded.
+    before 429. None for a per-run cap means unbounded. ``max_query_chars`` bounds the question
+    (sent to the root model on every call); ``max_context_chars`` everything that becomes the
+    context: ``rlm.context``, the documents (counted in bytes, read no further than the limit), the
+    earlier messages, or the query itself when it is the context.
     """
 
     max_body_bytes: int = 64 * 1024 * 1024
     max_context_chars: int = 50_000_000
+    max_query_chars: int = 100_000
     max_calls: int | None = 200
     max_tokens: int | None = None
     max_cost_usd: float | None = None
@@ -53,7 +56,7 @@ class ServeLimits:
     queue_timeout: float = 30.0
 
     def __post_init__(self) -> None:
-        for name in ("max_body_bytes", "max_context_chars", "max_concurrent"):
+        for name in ("max_body_bytes", "max_context_chars", "max_query_chars", "max_concurrent"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ToolUsageError(f"{name} must be an integer >= 1, not {value!r}")
@@ -62,7 +65,10 @@ class ServeLimits:
         for name in ("max_calls", "max_tokens", "max_cost_usd", "max_seconds", "queue_timeout"):
             value = getattr(self, name)
             if value is not None and (
-                isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0
+                isinstance(value, bool)
+                or not isinstance(value, (int, float))
+                or not value > 0
+                or not math.isfinite(value)
             ):
                 raise ToolUsageError(f"{name} must be a positive number, not {value!r}")
 
@@ -75,50 +81,15 @@ _PER_RUN = {
 }
 
 
-class ApiError(Exception):
-    """An OpenAI-shaped error answer: HTTP status, ``error.type``, ``error.code`` and message.
-
-    ``retry``: the ``x-should-retry`` header the official client obeys (False for outcomes a retry
-    would only repeat at the same cost, such as a spent budget); ``retry_after`` seconds for 429.
-    """
-
-    def __init__(
-        self,
-        status: int,
-        message: str,
-        *,
-        type: str = "invalid_request_error",
-        code: str | None = None,
-        param: str | None = None,
-        retry: bool | None = None,
-        retry_after: float | None = None,
-    ) -> None:
-        super().__init__(message)
-        self.status, self.message, self.type, self.code, self.param = status, message, type, code, param
-        self.retry, self.retry_after = retry, retry_after
-
-    def body(self) -> dict[str, Any]:
-        """``{"error": {...}}`` as OpenAI sends it."""
-        return {"error": {"message": self.message, "type": self.type, "param": self.param, "code": self.code}}
-
-    def headers(self) -> dict[str, str]:
-        """``x-should-retry`` / ``Retry-After`` where they apply."""
-        out: dict[str, str] = {}
-        if self.retry is not None:
-            out["x-should-retry"] = "true" if self.retry else "false"
-        if self.retry_after is not None:
-            out["Retry-After"] = f"{self.retry_after:g}"
-        return out
-
-
-def bad(message: str, *, param: str | None = None, code: str | None = None) -> ApiError:
-    """A 400 for a request the client must change."""
-    return ApiError(400, message, param=param, code=code, retry=False)
-
-
 @dataclass(frozen=True)
 class ChatRequest:
-    """A checked request: the model name, the query, where the context comes from, and run limits."""
+    """A checked request: the model name, the query, where the context comes from, and run limits.
+
+    ``context_source`` says where the run's context comes from: ``rlm`` (``rlm.context`` and/or
+    ``rlm.documents``, even when empty), ``messages`` (the earlier messages) or ``query`` (nothing
+    else: the query is the context, as with ``RLM.complete(text)``). ``options`` reach the root
+    model's calls (docs/serve.md, parameters).
+    """
 
     model: str
     query: str
@@ -128,14 +99,14 @@ class ChatRequest:
     stream: bool
     include_usage: bool
     budget: dict[str, Any] = field(default_factory=dict)
+    options: dict[str, Any] = field(default_factory=dict)
+    context_source: str = "rlm"
 
 
 def parse_request(raw: bytes, limits: ServeLimits) -> ChatRequest:
-    """The request body checked; ApiError (400) naming the field for anything wrong with it."""
-    try:
-        body = json.loads(raw)
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise bad(f"request body is not valid JSON: {exc}") from None
+    """The request body checked; ApiError (400) naming the field, as the client sent it, for anything
+    wrong with it; every text counted against its limit here, before it costs a provider call."""
+    body = load_body(raw)
     if not isinstance(body, dict):
         raise bad("request body must be a JSON object")
     model = body.get("model")
@@ -146,18 +117,75 @@ def parse_request(raw: bytes, limits: ServeLimits) -> ChatRequest:
         raise bad("'messages' must be a non-empty list", param="messages")
     texts = [_message_text(m, i) for i, m in enumerate(messages)]
     last_role, query = texts[-1]
+    last = f"messages[{len(messages) - 1}]"
     if last_role != "user":
-        raise bad("the last message must be the user's: it is the query the RLM answers", param="messages")
+        raise bad(
+            "the last message must be the user's: it is the query the RLM answers", param=f"{last}.role"
+        )
     earlier = "\n\n".join(f"{role}: {text}" for role, text in texts[:-1])
     n = body.get("n", 1)
-    if n not in (1, None):
+    if n not in (1, None) or isinstance(n, bool):
         raise bad("'n' must be 1: one RLM run answers one request", param="n")
     stream = body.get("stream", False)
     if not isinstance(stream, bool):
         raise bad("'stream' must be true or false", param="stream")
-    options = body.get("stream_options") or {}
-    include_usage = bool(isinstance(options, dict) and options.get("include_usage"))
-    extension = body.get(EXTENSION) or {}
+    include_usage = _include_usage(body.get("stream_options"))
+    extension = _extension(body.get(EXTENSION))
+    context = extension.get("context")
+    if context is not None and not isinstance(context, str):
+        raise bad(f"'{EXTENSION}.context' must be a string", param=f"{EXTENSION}.context")
+    documents = _documents(extension.get("documents"))
+    budget = _budget(extension, limits)
+    options = root_call_options(body)
+    if context is not None or documents:
+        source = "rlm"
+        if context is not None and len(context) > limits.max_context_chars:
+            raise context_too_large(len(context), limits)
+    elif texts[:-1]:
+        source = "messages"
+        if len(earlier) > limits.max_context_chars:
+            raise context_too_large(len(earlier), limits, param="messages")
+    else:
+        source = "query"
+        if len(query) > limits.max_context_chars:
+            raise context_too_large(len(query), limits, param=f"{last}.content")
+    if source != "query" and len(query) > limits.max_query_chars:
+        raise bad(
+            f"the query (the last user message) has {len(query):,} characters; this server takes at most "
+            f"{limits.max_query_chars:,} (it goes to the root model on every call: send long text as "
+            f"'{EXTENSION}.context')",
+            param=f"{last}.content",
+            code="query_too_large",
+        )
+    return ChatRequest(
+        model, query, context, documents, earlier, stream, include_usage, budget, options, source
+    )
+
+
+def context_too_large(chars: int, limits: ServeLimits, param: str = f"{EXTENSION}.context") -> ApiError:
+    """400 ``context_length_exceeded`` (OpenAI's code for a prompt over the window)."""
+    return bad(
+        f"the context has {chars:,} characters; this server takes at most {limits.max_context_chars:,}",
+        code="context_length_exceeded",
+        param=param,
+    )
+
+
+def _include_usage(options: Any) -> bool:
+    if options is None:
+        return False
+    if not isinstance(options, dict):
+        raise bad("'stream_options' must be an object", param="stream_options")
+    usage = options.get("include_usage", False)
+    if not isinstance(usage, bool) and usage is not None:
+        param = "stream_options.include_usage"
+        raise bad(f"'{param}' must be true or false", param=param)
+    return bool(usage)
+
+
+def _extension(extension: Any) -> dict[str, Any]:
+    if extension is None:
+        return {}
     if not isinstance(extension, dict):
         raise bad(f"'{EXTENSION}' must be an object", param=EXTENSION)
     unknown = set(extension) - {"context", "documents", *_PER_RUN}
@@ -167,30 +195,30 @@ def parse_request(raw: bytes, limits: ServeLimits) -> ChatRequest:
             + ", ".join(_PER_RUN),
             param=EXTENSION,
         )
-    context = extension.get("context")
-    if context is not None and not isinstance(context, str):
-        raise bad(f"'{EXTENSION}.context' must be a string", param=f"{EXTENSION}.context")
-    documents = extension.get("documents") or []
-    if not isinstance(documents, list) or not all(isinstance(d, str) and d for d in documents):
-        raise bad(f"'{EXTENSION}.documents' must be a list of relative paths", param=f"{EXTENSION}.documents")
-    budget = _budget(extension, limits)
-    if context is not None and len(context) > limits.max_context_chars:
-        raise context_too_large(len(context), limits)
-    return ChatRequest(model, query, context, tuple(documents), earlier, stream, include_usage, budget)
+    return extension
 
 
-def context_too_large(chars: int, limits: ServeLimits) -> ApiError:
-    """400 ``context_length_exceeded`` (OpenAI's code for a prompt over the window)."""
-    return bad(
-        f"the context has {chars:,} characters; this server takes at most {limits.max_context_chars:,}",
-        code="context_length_exceeded",
-        param=f"{EXTENSION}.context",
-    )
+def _documents(documents: Any) -> tuple[str, ...]:
+    param = f"{EXTENSION}.documents"
+    if documents is None:
+        return ()
+    if not isinstance(documents, list):
+        raise bad(f"'{param}' must be a list of relative paths", param=param)
+    if len(documents) > MAX_DOCUMENTS:
+        raise bad(f"'{param}' names {len(documents)} files; at most {MAX_DOCUMENTS} per request", param=param)
+    for i, name in enumerate(documents):
+        if not isinstance(name, str) or not name or "\x00" in name or len(name) > 4096:
+            raise bad(
+                f"'{param}[{i}]' must be a relative path: a non-empty string without NUL bytes",
+                param=f"{param}[{i}]",
+            )
+    return tuple(documents)
 
 
 def _message_text(message: Any, index: int) -> tuple[str, str]:
+    where = f"messages[{index}]"
     if not isinstance(message, dict) or not isinstance(message.get("role"), str):
-        raise bad(f"messages[{index}] must be an object with a 'role'", param="messages")
+        raise bad(f"'{where}' must be an object with a string 'role'", param=where)
     content = message.get("content")
     if isinstance(content, str):
         return message["role"], content
@@ -198,10 +226,10 @@ def _message_text(message: Any, index: int) -> tuple[str, str]:
         parts = [p.get("text") for p in content if isinstance(p, dict) and p.get("type") == "text"]
         if len(parts) == len(content) and all(isinstance(p, str) for p in parts):
             return message["role"], "".join(parts)  # type: ignore[arg-type]
-        raise bad(f"messages[{index}]: only text content parts are supported", param="messages")
+        raise bad(f"'{where}.content': only text content parts are supported", param=f"{where}.content")
     if content is None and message["role"] != "user":
         return message["role"], ""
-    raise bad(f"messages[{index}].content must be a string or text parts", param="messages")
+    raise bad(f"'{where}.content' must be a string or text parts", param=f"{where}.content")
 
 
 def _budget(extension: dict[str, Any], limits: ServeLimits) -> dict[str, Any]:
@@ -210,88 +238,24 @@ def _budget(extension: dict[str, Any], limits: ServeLimits) -> dict[str, Any]:
     for key, (keyword, kind) in _PER_RUN.items():
         cap = getattr(limits, key)
         asked = extension.get(key)
+        param = f"{EXTENSION}.{key}"
         if asked is None:
             out[keyword] = cap
             continue
-        if isinstance(asked, bool) or not isinstance(asked, (int, float)) or asked <= 0:
-            raise bad(f"'{EXTENSION}.{key}' must be a positive number", param=f"{EXTENSION}.{key}")
+        if isinstance(asked, bool) or not isinstance(asked, (int, float)) or not asked > 0:
+            raise bad(f"'{param}' must be a positive number", param=param)
         if kind is int and not isinstance(asked, int):
-            raise bad(f"'{EXTENSION}.{key}' must be an integer", param=f"{EXTENSION}.{key}")
+            raise bad(f"'{param}' must be an integer", param=param)
         if cap is not None and asked > cap:
             raise bad(
-                f"'{EXTENSION}.{key}' is {asked}; this server allows at most {cap} per request",
-                param=f"{EXTENSION}.{key}",
+                f"'{param}' is {asked}; this server allows at most {cap} per request",
+                param=param,
                 code="limit_exceeded",
             )
+        if asked >= 2**63:
+            raise bad(f"'{param}' is too large to be a limit; leave it out for the server's cap", param=param)
         out[keyword] = kind(asked)
     return out
-
-
-# --- outcomes ---------------------------------------------------------------------------------
-
-_PROVIDER_STATUS = {
-    "RateLimitError": (429, "provider_rate_limited"),
-    "Timeout": (504, "provider_timeout"),
-    "APITimeoutError": (504, "provider_timeout"),
-    "AuthenticationError": (502, "provider_authentication"),
-    "ProviderRateLimitError": (429, "provider_rate_limited"),
-    "ProviderTimeoutError": (504, "provider_timeout"),
-}
-
-
-def error_for_failure(exc: BaseException | None, error_type: str, message: str) -> ApiError:
-    """The answer for a run that ended without a final answer (``exc`` if it was raised here)."""
-    if isinstance(exc, BudgetExceededError) or error_type == "BudgetExceededError":
-        metric = getattr(exc, "metric", "")
-        if metric == "elapsed_seconds" or "exceeded for elapsed_seconds" in message:
-            return ApiError(504, message, type="timeout_error", code="run_timeout", retry=False)
-        return ApiError(422, message, type="budget_exceeded_error", code="budget_exceeded", retry=False)
-    if isinstance(exc, MaxIterationsError) or error_type == "MaxIterationsError":
-        return ApiError(422, message, type="rlm_error", code="max_iterations", retry=False)
-    if isinstance(exc, MaxDepthError) or error_type == "MaxDepthError":
-        return ApiError(422, message, type="rlm_error", code="max_depth", retry=False)
-    if isinstance(exc, (ConfigurationError, ToolUsageError)) or error_type in (
-        "ConfigurationError",
-        "UnsupportedOptionError",
-        "ToolUsageError",
-    ):
-        return ApiError(400, message, code="bad_configuration", retry=False)
-    if error_type in _PROVIDER_STATUS:
-        status, code = _PROVIDER_STATUS[error_type]
-        return ApiError(status, f"model provider: {message}", type="provider_error", code=code, retry=False)
-    if isinstance(exc, LLMCallError) or error_type in (
-        "ProviderResponseError",
-        "LLMCallError",
-        "ProviderStatusError",
-    ):
-        return ApiError(
-            502, f"model provider: {message}", type="provider_error", code="provider_error", retry=False
-        )
-    if _looks_like_provider(error_type):
-        return ApiError(
-            502, f"model provider: {message}", type="provider_error", code="provider_error", retry=False
-        )
-    return ApiError(
-        500, f"the run failed: {error_type}: {message}", type="server_error", code="run_failed", retry=False
-    )
-
-
-def _looks_like_provider(error_type: str) -> bool:
-    """litellm's exception classes (its own, not LLMCallError): what a failed provider call raises."""
-    return error_type in {
-        "APIError",
-        "APIConnectionError",
-        "InternalServerError",
-        "ServiceUnavailableError",
-        "BadRequestError",
-        "NotFoundError",
-        "BadGatewayError",
-        "UnprocessableEntityError",
-        "JSONSchemaValidationError",
-        "PermissionDeniedError",
-        "ContextWindowExceededError",
-        "ContentPolicyViolationError",
-    }
 
 
 # --- answers ----------------------------------------------------------------------------------

@@ -15,6 +15,7 @@ from ..rlm_flags import add_rlm_flags, given_keywords
 from ..tool_errors import ToolUsageError
 from ._models import CLIENTS, SERVER_OWNED, ModelRegistry, ModelSpec
 from ._protocol import ServeLimits
+from ._records import DEFAULT_KEEP_BYTES, DEFAULT_KEEP_RUNS
 
 __all__ = ["register"]
 
@@ -69,6 +70,13 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     )
     # the rlm: models' RLM settings: every model and loop flag of the options table (rlm_flags)
     add_rlm_flags(p, groups=("model", "loop"), exclude=SERVER_OWNED)
+    _add_limits(p)
+    _add_records(p)
+    p.set_defaults(handler=serve_command)
+
+
+def _add_limits(p: argparse.ArgumentParser) -> None:
+    """What a request may cost (docs/serve.md, "Limits and safety")."""
     limits = p.add_argument_group("limits (a request may lower the per-run ones in its 'rlm' field)")
     defaults = ServeLimits()
     limits.add_argument("--max-concurrent", type=int, default=defaults.max_concurrent, help="runs at once")
@@ -77,19 +85,54 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         "--queue-timeout", type=float, default=defaults.queue_timeout, help="seconds a run may wait"
     )
     limits.add_argument("--max-body-bytes", type=int, default=defaults.max_body_bytes)
-    limits.add_argument("--max-context-chars", type=int, default=defaults.max_context_chars)
+    limits.add_argument(
+        "--max-context-chars",
+        type=int,
+        default=defaults.max_context_chars,
+        help="context per run: rlm.context + documents (in bytes) or the earlier messages or the query",
+    )
+    limits.add_argument(
+        "--max-query-chars",
+        type=int,
+        default=defaults.max_query_chars,
+        help="the query (the last user message; sent on every root call)",
+    )
     limits.add_argument("--max-calls", type=int, default=defaults.max_calls, help="model calls per run")
     limits.add_argument("--max-tokens", type=int, default=defaults.max_tokens, help="tokens per run")
     limits.add_argument("--max-cost", type=float, default=defaults.max_cost_usd, help="USD per run")
     limits.add_argument("--max-seconds", type=float, default=defaults.max_seconds, help="wall time per run")
+
+
+def _add_records(p: argparse.ArgumentParser) -> None:
+    """Documents in, trajectories out, logs and shutdown."""
     out = p.add_argument_group("records")
     out.add_argument(
         "--documents-root", metavar="DIR", help="directory whose files requests may name as context"
     )
     out.add_argument("--trajectory-dir", metavar="DIR", help="write each run's trajectory as <run id>.jsonl")
     out.add_argument("--redact-trajectories", action="store_true", help="trajectories keep text lengths only")
+    out.add_argument(
+        "--trajectory-keep-runs",
+        type=int,
+        default=DEFAULT_KEEP_RUNS,
+        metavar="N",
+        help=f"keep at most N trajectory files, oldest removed first (default {DEFAULT_KEEP_RUNS})",
+    )
+    out.add_argument(
+        "--trajectory-keep-bytes",
+        type=int,
+        default=DEFAULT_KEEP_BYTES,
+        metavar="BYTES",
+        help=f"keep at most BYTES of trajectory files, oldest removed first (default {DEFAULT_KEEP_BYTES})",
+    )
+    out.add_argument(
+        "--shutdown-grace",
+        type=float,
+        default=5.0,
+        metavar="SECONDS",
+        help="on SIGTERM/SIGINT, seconds runs in flight get to finish before they are cancelled (default 5)",
+    )
     out.add_argument("--log-level", default="INFO", choices=("DEBUG", "INFO", "WARNING", "ERROR"))
-    p.set_defaults(handler=serve_command)
 
 
 def build_config(args: argparse.Namespace) -> Any:
@@ -109,6 +152,7 @@ def build_config(args: argparse.Namespace) -> Any:
     limits = ServeLimits(
         max_body_bytes=args.max_body_bytes,
         max_context_chars=args.max_context_chars,
+        max_query_chars=args.max_query_chars,
         max_calls=args.max_calls,
         max_tokens=args.max_tokens,
         max_cost_usd=args.max_cost,
@@ -124,7 +168,16 @@ def build_config(args: argparse.Namespace) -> Any:
         documents_root=args.documents_root,
         trajectory_dir=args.trajectory_dir,
         redact_trajectories=args.redact_trajectories,
+        trajectory_keep_runs=_at_least(args.trajectory_keep_runs, 1, "--trajectory-keep-runs"),
+        trajectory_keep_bytes=_at_least(args.trajectory_keep_bytes, 1, "--trajectory-keep-bytes"),
+        shutdown_grace=_at_least(args.shutdown_grace, 0, "--shutdown-grace"),
     )
+
+
+def _at_least(value: Any, low: float, flag: str) -> Any:
+    if not value >= low or value != value or value == float("inf"):
+        raise ToolUsageError(f"{flag} must be a finite number >= {low:g}, not {value!r}")
+    return value
 
 
 def serve_command(args: argparse.Namespace) -> int:
@@ -171,8 +224,8 @@ async def _serve(config: Any, host: str, port: int, level: str) -> None:
     logger.addHandler(handler)
     logger.setLevel(level)
     logger.propagate = False
-    # runs in flight get 5 s to finish on SIGTERM; then they are cancelled (their workers killed)
-    runner = web.AppRunner(app, handler_cancellation=True, access_log=None, shutdown_timeout=5.0)
+    # the grace is the server's own (drain, below); aiohttp's shutdown only closes what is left
+    runner = web.AppRunner(app, handler_cancellation=True, access_log=None, shutdown_timeout=0.25)
     await runner.setup()
     site = web.TCPSite(runner, host, port, backlog=1024)
     await site.start()
@@ -189,5 +242,10 @@ async def _serve(config: Any, host: str, port: int, level: str) -> None:
         loop.add_signal_handler(sig, stop.set)
     try:
         await stop.wait()
+        log = logging.getLogger("rlm_compat.tools.serve")
+        log.info("shutting down: no new connections; runs in flight get %g s", config.shutdown_grace)
+        await site.stop()
+        await app["rlm_server"].drain(config.shutdown_grace)
     finally:
         await runner.cleanup()
+        logging.getLogger("rlm_compat.tools.serve").info("shutdown: connections closed")

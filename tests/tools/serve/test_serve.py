@@ -13,26 +13,29 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import re
 import signal
-import subprocess
-import sys
 import time
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import httpx
 import openai
 import pytest
+from serve_harness import (
+    MODEL,
+    PROVIDER_KEY,
+    TOKEN,
+    Served,
+    describe,
+    non_socket_fds,
+    rss_mb,
+    serving,
+)
 
 from rlm_compat.testing import ErrorReply, RawReply, Reply, ScriptedChatServer
 
 pytest.importorskip("aiohttp")
 
-MODEL = "rlm:openai/gpt-4o-mini"
-TOKEN = "serve-test-bearer-token-0123"
-PROVIDER_KEY = "sk-provider-secret-abcdef123456"
 ANSWER_CODE = 'import re\nm = re.search(r"TOKEN-\\w+", context)\nFINAL(query + "|" + m.group(0))'
 SPIN_CODE = "x = 0\nwhile True:\n    x += 1"
 LOAD = os.environ.get("RLM_COMPAT_SERVE_LOAD_TESTS") == "1"
@@ -42,6 +45,7 @@ load_test = pytest.mark.skipif(
 )
 MAX_BODY = 1_000_000
 MAX_CONTEXT = 300_000
+RETRY_LITELLM, RETRY_LEAN = "rlm-retry-litellm", "rlm-retry-lean"
 
 
 def _script(request: dict[str, Any]) -> Reply:
@@ -51,6 +55,12 @@ def _script(request: dict[str, Any]) -> Reply:
     if "ECHOKEY" in query:
         auth = request["_headers"].get("authorization", "")
         return ErrorReply(400, f"provider rejected key {auth}")
+    if "P401" in query:
+        return ErrorReply(401, "provider says: bad key")
+    if "NOCHOICES" in query:
+        return RawReply(b'{"choices": []}')
+    if "SUBCALL" in query:
+        return 'r = llm_query("sub")\nFINAL("sub:" + r)' if len(messages) > 1 else "leaf"
     if "P429" in query:
         return ErrorReply(429, "provider rate limit", retry_after=0)
     if "P500" in query:
@@ -69,146 +79,33 @@ def _script(request: dict[str, Any]) -> Reply:
     return ANSWER_CODE
 
 
-def _descendants(pid: int) -> list[int]:
-    """Every process under ``pid`` (from /proc's parent links)."""
-    children: dict[int, list[int]] = {}
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                with open(f"/proc/{entry}/stat") as f:
-                    fields = f.read().rsplit(")", 1)[1].split()
-            except OSError:
-                continue
-            if fields[0] != "Z":  # a killed worker not reaped yet is gone all the same
-                children.setdefault(int(fields[1]), []).append(int(entry))
-    found, todo = [], [pid]
-    while todo:
-        for child in children.get(todo.pop(), []):
-            found.append(child)
-            todo.append(child)
-    return found
-
-
-def _describe(pids: list[int]) -> list[str]:
-    out = []
-    for pid in pids:
-        try:
-            with open(f"/proc/{pid}/stat") as f:
-                stat = f.read()
-            with open(f"/proc/{pid}/cmdline", "rb") as f:
-                cmd = f.read().replace(b"\0", b" ").decode(errors="replace")[:120]
-        except OSError:
-            continue
-        out.append(f"{pid} {stat.rsplit(')', 1)[1].split()[:2]} {cmd}")
-    return out
-
-
-def _non_socket_fds(pid: int) -> int:
-    count = 0
-    for fd in os.listdir(f"/proc/{pid}/fd"):
-        try:
-            if not os.readlink(f"/proc/{pid}/fd/{fd}").startswith("socket:"):
-                count += 1
-        except OSError:
-            pass
-    return count
-
-
-def _rss_mb(pid: int) -> float:
-    with open(f"/proc/{pid}/status") as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) / 1024
-    raise AssertionError("no VmRSS")
-
-
-class Served:
-    def __init__(self, process: subprocess.Popen[str], base_url: str, root: Path, log: Path) -> None:
-        self.process, self.base_url, self.root, self.log = process, base_url, root, log
-
-    def client(self, **kwargs: Any) -> openai.OpenAI:
-        return openai.OpenAI(base_url=self.base_url, api_key=TOKEN, max_retries=0, **kwargs)
-
-    def aclient(self, **kwargs: Any) -> openai.AsyncOpenAI:
-        return openai.AsyncOpenAI(base_url=self.base_url, api_key=TOKEN, max_retries=0, **kwargs)
-
-    def workers(self) -> list[int]:
-        """Processes under the server other than its fork server (whose children are workers)."""
-        return [p for p in _descendants(self.process.pid) if p not in self.forkservers()]
-
-    def forkservers(self) -> list[int]:
-        return [p for p in _descendants(self.process.pid) if _parent(p) == self.process.pid]
-
-    def ask(self, query: str, context: str, **extension: Any) -> str:
-        reply = self.client().chat.completions.create(
-            model=MODEL,
-            messages=[{"role": "user", "content": query}],
-            extra_body={"rlm": {"context": context, **extension}},
-        )
-        return str(reply.choices[0].message.content)
-
-
-def _parent(pid: int) -> int:
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return int(f.read().rsplit(")", 1)[1].split()[1])
-    except OSError:
-        return -1
-
-
 @pytest.fixture(scope="module")
 def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
     root = tmp_path_factory.mktemp("serve")
     (root / "docs").mkdir()
     (root / "docs" / "a.txt").write_text("alpha TOKEN-fromdoc omega", encoding="utf-8")
-    (root / "tmp").mkdir()
-    log = root / "server.log"
     with ScriptedChatServer(_script) as provider:
-        env = dict(
-            os.environ,
-            SERVE_TOKEN=TOKEN,
-            PROVIDER_KEY=PROVIDER_KEY,
-            TMPDIR=str(root / "tmp"),
-            LITELLM_LOCAL_MODEL_COST_MAP="True",
-        )
-        argv = [sys.executable, "-m", "rlm_compat", "serve", "--port", "0", "--model", "openai/gpt-4o-mini"]
-        argv += ["--api-base", provider.base_url, "--provider-key-env", "PROVIDER_KEY"]
-        argv += ["--api-key-env", "SERVE_TOKEN", "--max-retries", "0", "--provider-timeout", "1"]
-        argv += ["--repl-timeout", "10"]  # so a run that ends sooner was ended by the test
-        argv += ["--max-concurrent", "8", "--max-queue", "56", "--max-calls", "4", "--max-seconds", "20"]
-        argv += ["--max-body-bytes", str(MAX_BODY), "--max-context-chars", str(MAX_CONTEXT)]
-        argv += ["--documents-root", str(root / "docs"), "--trajectory-dir", str(root / "runs")]
         config = root / "models.toml"
+        common = (
+            f'model = "openai/gpt-4o-mini"\napi_base = "{provider.base_url}"\napi_key_env = "PROVIDER_KEY"\n'
+        )
+        common += "request_timeout = 1.0\n"
+        retry = "max_retries = 1\nretry_backoff_seconds = 0\n"
         config.write_text(
-            f'[models.rlm-lean]\nmodel = "openai/gpt-4o-mini"\napi_base = "{provider.base_url}"\n'
-            'api_key_env = "PROVIDER_KEY"\nclient = "openai-compatible"\nrequest_timeout = 1.0\n',
+            f'[models.rlm-lean]\n{common}client = "openai-compatible"\n'
+            # the same model on both client paths, retrying once: for the one error table
+            f'[models.{RETRY_LITELLM}]\n{common}client = "litellm"\n{retry}'
+            f'[models.{RETRY_LEAN}]\n{common}client = "openai-compatible"\n{retry}',
             encoding="utf-8",
         )
-        argv += ["--config", str(config)]
-        with open(log, "w") as log_file:
-            process = subprocess.Popen(argv, stderr=log_file, text=True, env=env)
-        try:
-            base_url = _wait_listening(process, log)
-            yield Served(process, base_url, root, log)
-        finally:
-            process.send_signal(signal.SIGTERM)
-            try:
-                process.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
-
-
-def _wait_listening(process: subprocess.Popen[str], log: Path) -> str:
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        found = re.search(r"listening on (http://\S+)", log.read_text())
-        if found:
-            return found.group(1)
-        if process.poll() is not None:
-            raise AssertionError(f"server exited {process.returncode}: {log.read_text()[-2000:]}")
-        time.sleep(0.05)
-    raise AssertionError(f"server did not start: {log.read_text()[-2000:]}")
+        flags = ["--repl-timeout", "10"]  # so a run that ends sooner was ended by the test
+        flags += ["--max-concurrent", "8", "--max-queue", "56", "--max-calls", "4", "--max-seconds", "20"]
+        flags += ["--max-body-bytes", str(MAX_BODY), "--max-context-chars", str(MAX_CONTEXT)]
+        flags += ["--documents-root", str(root / "docs"), "--trajectory-dir", str(root / "runs")]
+        flags += ["--config", str(config)]
+        with serving(root, provider, *flags) as served:
+            served.provider = provider
+            yield served
 
 
 @pytest.fixture
@@ -237,7 +134,7 @@ def test_openai_client_gets_the_answer_usage_and_the_run_record(server: Served) 
     )
     kinds = [json.loads(line)["kind"] for line in trajectory.text.splitlines()]
     assert kinds[0] == "run_start" and kinds[-1] == "run_end"
-    assert [m.id for m in server.client().models.list()] == ["rlm-lean", MODEL]
+    assert [m.id for m in server.client().models.list()] == ["rlm-lean", RETRY_LITELLM, RETRY_LEAN, MODEL]
 
 
 def test_openai_client_streams_the_answer_and_usage_and_skips_progress(server: Served) -> None:
@@ -350,7 +247,7 @@ def test_64_concurrent_requests_each_get_their_own_answer_and_nothing_is_left_be
 
     asyncio.run(wave("warm"))
     time.sleep(0.5)
-    fds, rss = _non_socket_fds(pid), _rss_mb(pid)
+    fds, rss = non_socket_fds(pid), rss_mb(pid)
     tmp = sorted(p.name for p in (server.root / "tmp").rglob("*"))
     pairs = asyncio.run(wave("load"))
     assert [got for got, _ in pairs] == [want for _, want in pairs]
@@ -358,10 +255,10 @@ def test_64_concurrent_requests_each_get_their_own_answer_and_nothing_is_left_be
     while server.workers() and time.monotonic() < deadline:
         time.sleep(0.05)
     assert server.workers() == []
-    assert _non_socket_fds(pid) <= fds
+    assert non_socket_fds(pid) <= fds
     assert sorted(p.name for p in (server.root / "tmp").rglob("*")) == tmp
     # 64 contexts of 100 KB crossed; keeping any of them would show as several MB
-    assert _rss_mb(pid) - rss < 6, (rss, _rss_mb(pid))
+    assert rss_mb(pid) - rss < 6, (rss, rss_mb(pid))
 
 
 @load_test
@@ -401,7 +298,7 @@ def test_over_the_queue_a_request_gets_429_and_disconnected_runs_are_cancelled(s
     deadline = time.monotonic() + 8  # the runs' steps would end by themselves only at 10 s
     while server.workers() and time.monotonic() < deadline:
         time.sleep(0.05)
-    assert server.workers() == [], _describe(server.workers())
+    assert server.workers() == [], describe(server.workers())
 
 
 # --- faults ---------------------------------------------------------------------------------------
@@ -433,8 +330,91 @@ def test_run_deadline_is_a_504_and_a_request_may_only_lower_limits(server: Serve
     assert caught.value.status_code == 504 and caught.value.body["code"] == "run_timeout"  # type: ignore[index]
     with pytest.raises(openai.BadRequestError, match="at most 4 per request"):
         server.ask("Q", "TOKEN-x", max_calls=50)
-    with pytest.raises(openai.UnprocessableEntityError):
+    assert caught.value.body["param"] == "rlm.max_seconds"  # type: ignore[index]
+    with pytest.raises(openai.UnprocessableEntityError) as spent:
         server.ask("CALLS", "context", max_calls=2)
+    body = spent.value.body
+    assert isinstance(body, dict) and body["param"] == "rlm.max_calls"
+    assert "'rlm.max_calls' (2 model calls)" in body["message"] and "max_total" not in body["message"]
+
+
+def _error(caught: pytest.ExceptionInfo[openai.APIStatusError]) -> tuple[int, dict[str, Any]]:
+    body = caught.value.body
+    assert isinstance(body, dict), caught.value
+    return caught.value.status_code, body
+
+
+def _provider_calls(server: Served, marker: str) -> int:
+    assert server.provider is not None
+    return sum(marker in json.dumps(r.get("messages")) for r in list(server.provider.requests))
+
+
+def _ask(server: Served, query: str, model: str = MODEL, **body: Any) -> Any:
+    return server.client(timeout=30).chat.completions.create(
+        model=model, messages=[{"role": "user", "content": query}], **body
+    )
+
+
+@pytest.mark.parametrize(
+    ("marker", "status", "code", "attempts"),
+    [
+        ("P401", 502, "provider_authentication", 1),
+        ("P429", 429, "provider_rate_limited", 2),
+        ("P500", 502, "provider_error", 2),
+        ("MALFORMED", 502, "provider_error", 2),
+        ("NOCHOICES", 502, "provider_error", 2),
+        # four provider timeouts in a row (~4 s): the mapping and the retries are no Python-version matter
+        pytest.param("SLOWPROVIDER", 504, "provider_timeout", 2, marks=pytest.mark.once_per_ci),
+    ],
+)
+def test_both_client_paths_give_the_same_error_and_retry_the_same_failures(
+    server: Served, marker: str, status: int, code: str, attempts: int
+) -> None:
+    """docs/serve.md's provider-failure table, row by row, through litellm and the lean client."""
+    for model in (RETRY_LITELLM, RETRY_LEAN):
+        tag = f"{marker}-{model}"
+        with pytest.raises(openai.APIStatusError) as caught:
+            _ask(server, tag, model=model, extra_body={"rlm": {"context": "c"}})
+        got, body = _error(caught)
+        assert (got, body["code"]) == (status, code), (model, body)
+        assert caught.value.response.headers["x-should-retry"] == "false"
+        assert _provider_calls(server, tag) == attempts, model
+
+
+def test_parameters_reach_the_root_model_through_litellm_or_are_refused_never_dropped(
+    server: Served,
+) -> None:
+    reply = _ask(
+        server,
+        "SUBCALL-params",
+        temperature=0.25,
+        seed=7,
+        max_tokens=500,
+        user="someone",
+        tools=[],
+        response_format={"type": "text"},
+        extra_body={"rlm": {"context": "TOKEN"}},
+    )
+    assert reply.choices[0].message.content == "sub:leaf"
+    assert server.provider is not None
+    calls = [r for r in list(server.provider.requests) if "SUBCALL-params" in json.dumps(r["messages"])]
+    subs = [
+        r for r in list(server.provider.requests) if r["messages"] == [{"role": "user", "content": "sub"}]
+    ]
+    assert calls and all((r["temperature"], r["seed"], r["max_tokens"]) == (0.25, 7, 500) for r in calls)
+    assert subs and all("temperature" not in r and "seed" not in r for r in subs)
+    for extra, param, code in (
+        ({"tools": [{"type": "function", "function": {"name": "f"}}]}, "tools", "unsupported_parameter"),
+        ({"response_format": {"type": "json_object"}}, "response_format", "unsupported_parameter"),
+        ({"stop": ["\n"]}, "stop", "unsupported_parameter"),
+        ({"logprobs": True}, "logprobs", "unsupported_parameter"),
+        ({"frobnicate": 1}, "frobnicate", "unsupported_parameter"),
+        ({"temperature": 9}, "temperature", None),
+        ({"max_tokens": 0}, "max_tokens", None),
+    ):
+        with pytest.raises(openai.BadRequestError) as refused:
+            _ask(server, "QP", extra_body={"rlm": {"context": "c"}, **extra})
+        assert (_error(refused)[1]["param"], _error(refused)[1]["code"]) == (param, code)
 
 
 def test_a_worker_killed_mid_step_is_reported_to_the_model_and_the_run_goes_on(server: Served) -> None:

@@ -10,7 +10,8 @@ import pytest
 from rlm_compat.errors import BudgetExceededError, MaxIterationsError
 from rlm_compat.tools import ToolUsageError
 from rlm_compat.tools.serve import RLM_KEYS, SERVER_OWNED, ApiError, ModelRegistry, ModelSpec, ServeLimits
-from rlm_compat.tools.serve._protocol import error_for_failure, parse_request
+from rlm_compat.tools.serve._outcomes import error_for_failure
+from rlm_compat.tools.serve._protocol import parse_request
 
 LIMITS = ServeLimits(max_calls=10, max_seconds=60.0, max_context_chars=100)
 
@@ -175,3 +176,201 @@ def test_server_limits_are_checked() -> None:
     for bad in ({"max_concurrent": 0}, {"max_queue": -1}, {"max_calls": 0}, {"max_seconds": -1.0}):
         with pytest.raises(ToolUsageError):
             ServeLimits(**bad)  # type: ignore[arg-type]
+
+
+# --- issue 31: limits, bodies, parameters, outcomes, documents, retention ---------------------------
+
+SMALL = ServeLimits(max_context_chars=100, max_query_chars=10)
+
+
+def test_the_query_and_the_context_source_are_counted_against_their_limits() -> None:
+    assert parse_request(body(rlm={"context": "c"}), SMALL).context_source == "rlm"
+    assert (
+        parse_request(body(messages=[{"role": "user", "content": "q" * 100}]), SMALL).context_source
+        == "query"
+    )
+    with pytest.raises(ApiError) as caught:
+        parse_request(body(messages=[{"role": "user", "content": "q" * 101}]), SMALL)
+    assert (caught.value.code, caught.value.param) == ("context_length_exceeded", "messages[0].content")
+    with pytest.raises(ApiError) as caught:
+        parse_request(body(rlm={"context": "c"}, messages=[{"role": "user", "content": "q" * 11}]), SMALL)
+    assert (caught.value.code, caught.value.param) == ("query_too_large", "messages[0].content")
+    conversation = [{"role": "system", "content": "s" * 100}, {"role": "user", "content": "q"}]
+    with pytest.raises(ApiError) as caught:
+        parse_request(body(messages=conversation), SMALL)
+    assert (caught.value.code, caught.value.param) == ("context_length_exceeded", "messages")
+    empty = parse_request(body(rlm={"context": ""}), SMALL)
+    assert (empty.context_source, empty.context) == ("rlm", "")
+
+
+@pytest.mark.parametrize(
+    ("raw", "param"),
+    [
+        (b"[" * 50_000 + b"]" * 50_000, None),
+        (body(rlm={"context": json.loads("[" * 40 + "]" * 40)}), "rlm.context"),
+        (body(messages=[{"role": "user", "content": "\ud800"}]), "messages[0].content"),
+        (body(rlm={"max_seconds": float("nan")}), "rlm.max_seconds"),
+        (body(rlm={"max_calls": float("inf")}), "rlm.max_calls"),
+        (b'{"n": 1' + b"0" * 5000 + b"}", None),
+        (body(rlm={"documents": ["a", "b\x00"]}), "rlm.documents[1]"),
+        (b"[" + b"0," * 1_000_001 + b"0]", None),
+    ],
+)
+def test_bodies_json_allows_but_nothing_downstream_can_carry_are_400s(raw: bytes, param: str | None) -> None:
+    with pytest.raises(ApiError) as caught:
+        parse_request(raw, LIMITS)
+    assert caught.value.status == 400 and caught.value.param == param
+
+
+def test_a_long_text_full_of_commas_is_one_value() -> None:
+    assert parse_request(body(rlm={"context": "a,[{" * 300_000}), ServeLimits()).context
+
+
+def test_parameters_are_passed_to_the_root_model_or_refused() -> None:
+    chat = parse_request(body(temperature=0.5, seed=3, max_tokens=9, user="u", tools=[], stop=None), LIMITS)
+    assert chat.options == {"temperature": 0.5, "seed": 3, "max_tokens": 9}
+    for fields, param, code in (
+        ({"tools": [{"type": "function"}]}, "tools", "unsupported_parameter"),
+        ({"response_format": {"type": "json_object"}}, "response_format", "unsupported_parameter"),
+        ({"stop": "x"}, "stop", "unsupported_parameter"),
+        ({"top_logprobs": 2}, "top_logprobs", "unsupported_parameter"),
+        ({"frobnicate": True}, "frobnicate", "unsupported_parameter"),
+        ({"temperature": "hot"}, "temperature", None),
+        ({"seed": 1.5}, "seed", None),
+        ({"max_tokens": 5, "max_completion_tokens": 5}, "max_tokens", None),
+    ):
+        with pytest.raises(ApiError) as caught:
+            parse_request(body(**fields), LIMITS)
+        assert (caught.value.param, caught.value.code) == (param, code)
+
+
+def test_one_answer_per_provider_failure_whichever_client_saw_it() -> None:
+    lean = "model 'x': the provider answered HTTP {}: 'no'"
+    for litellm_name, status, code in (
+        ("AuthenticationError", 401, "provider_authentication"),
+        ("RateLimitError", 429, "provider_rate_limited"),
+        ("InternalServerError", 500, "provider_error"),
+        ("BadRequestError", 400, "provider_error"),
+    ):
+        via_litellm = error_for_failure(None, litellm_name, "m")
+        via_lean = error_for_failure(None, "ProviderStatusError", lean.format(status))
+        assert (via_litellm.status, via_litellm.code) == (via_lean.status, via_lean.code)
+        assert via_lean.code == code
+    for litellm_name, lean_name in (
+        ("Timeout", "ProviderTimeoutError"),
+        ("APIConnectionError", "ProviderConnectionError"),
+        ("APIError", "ProviderResponseError"),
+    ):
+        assert error_for_failure(None, litellm_name, "m").code == error_for_failure(None, lean_name, "m").code
+
+
+def test_budget_errors_name_the_requests_field() -> None:
+    for exc, param, status in (
+        (BudgetExceededError("llm_calls", 2, 3), "rlm.max_calls", 422),
+        (BudgetExceededError("total_tokens", 10, 12), "rlm.max_tokens", 422),
+        (BudgetExceededError("elapsed_seconds", 1, 1.5), "rlm.max_seconds", 504),
+    ):
+        for error in (
+            error_for_failure(exc, "BudgetExceededError", str(exc)),
+            error_for_failure(None, "BudgetExceededError", str(exc)),
+        ):
+            assert (error.param, error.status) == (param, status) and "max_total" not in error.message
+
+
+def test_documents_are_checked_by_their_metadata_and_read_bounded(tmp_path: Path) -> None:
+    import os
+    import socket
+
+    from rlm_compat.tools.serve._documents import DocumentRefused, read_document
+
+    (tmp_path / "ok.txt").write_text("hello", encoding="utf-8")
+    (tmp_path / "bad.bin").write_bytes(b"\xff\xfe")
+    with open(tmp_path / "huge", "wb") as f:
+        f.truncate(10**9)
+    os.mkfifo(tmp_path / "fifo")
+    sock = socket.socket(socket.AF_UNIX)
+    sock.bind(str(tmp_path / "sock"))
+    (tmp_path / "link").symlink_to("/etc/hostname")
+    assert read_document(tmp_path, "ok.txt", 5) == "hello"
+    for name, limit, text in (
+        ("ok.txt", 4, "at most 4"),
+        ("huge", 10**6, "1,000,000,000 bytes"),
+        ("fifo", 100, "not a regular file"),
+        ("sock", 100, "not a regular file"),
+        (".", 100, "directory"),
+        ("../x", 100, "outside"),
+        ("link", 100, "outside"),
+        ("/etc/hostname", 100, "relative"),
+        ("bad.bin", 100, "UTF-8"),
+        ("nothing", 100, "no such"),
+    ):
+        with pytest.raises(DocumentRefused, match=text):
+            read_document(tmp_path, name, limit)
+    sock.close()
+
+
+def test_trajectory_retention_removes_the_oldest_first(tmp_path: Path) -> None:
+    import os
+
+    from rlm_compat.tools.serve._records import TrajectoryStore
+
+    for i in range(5):
+        path = tmp_path / f"r{i}.jsonl"
+        path.write_text("x" * 10)
+        os.utime(path, ns=(i * 10**9, i * 10**9))
+    TrajectoryStore(tmp_path, str, keep_runs=3).prune()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["r2.jsonl", "r3.jsonl", "r4.jsonl"]
+    TrajectoryStore(tmp_path, str, keep_bytes=15).prune()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["r4.jsonl"]
+
+
+def test_a_server_of_lean_models_only_never_needs_litellm(tmp_path: Path) -> None:
+    lean = ModelSpec.of("t", "t", client="openai-compatible")
+    assert not ModelRegistry(template=lean, roots=["openai/a"]).uses_litellm()
+    assert ModelRegistry(template=ModelSpec.of("t", "t"), roots=["openai/a"]).uses_litellm()
+    assert not ModelRegistry([lean], template=ModelSpec.of("t", "t")).uses_litellm()
+
+
+async def test_bodies_over_the_budget_wait_their_turn_and_give_up_with_429() -> None:
+    import asyncio
+
+    from rlm_compat.tools.serve._gate import BodyBudget
+
+    budget = BodyBudget(total=10, timeout=0.2)
+    second = budget.reserve(5)  # kept: a dropped context manager would give its bytes back
+    async with budget.reserve(8):
+        waiting = asyncio.ensure_future(second.__aenter__())
+        await asyncio.sleep(0.05)
+        assert budget.waiting == 1 and not waiting.done()
+    await waiting  # admitted once the first body was read
+    assert budget.reserved == 5
+    with pytest.raises(ApiError) as caught:
+        async with budget.reserve(6):
+            pass
+    assert caught.value.status == 429 and budget.reserved == 5
+    async with BodyBudget(total=1, timeout=0.1).reserve(100):  # one body is always admitted
+        pass
+
+
+def test_the_rlm_retries_the_lean_clients_failures_as_it_retries_litellms() -> None:
+    from rlm_compat.errors import ProviderResponseError
+    from rlm_compat.openai_client import (
+        ProviderConnectionError,
+        ProviderRateLimitError,
+        ProviderStatusError,
+        ProviderTimeoutError,
+    )
+    from rlm_compat.retry import is_retryable, retry_after
+
+    for error, retried in (
+        (ProviderStatusError("m", 500), True),
+        (ProviderStatusError("m", 409), True),
+        (ProviderStatusError("m", 401), False),
+        (ProviderStatusError("m", 400), False),
+        (ProviderRateLimitError("m", 429, 2.5), True),
+        (ProviderTimeoutError("m"), True),
+        (ProviderConnectionError("m"), True),
+        (ProviderResponseError("m"), True),
+    ):
+        assert is_retryable(error) is retried, error
+    assert retry_after(ProviderRateLimitError("m", 429, 2.5)) == 2.5
