@@ -14,12 +14,14 @@ import os
 import stat
 from pathlib import Path
 
+from ..tool_errors import ToolError
+
 __all__ = ["CHUNK", "DocumentRefused", "read_document"]
 
 CHUNK = 1 << 20
 
 
-class DocumentRefused(Exception):
+class DocumentRefused(ToolError):
     """The named document cannot be context; ``too_large`` when only its size is the reason."""
 
     def __init__(self, why: str, *, too_large: bool = False) -> None:
