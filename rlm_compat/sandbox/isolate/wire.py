@@ -434,12 +434,28 @@ def _moment(kind: int, parts: list[Any]) -> Any:
 
 
 class _Decoding:
-    """One message's decoding: the hooks msgpack calls, sharing one item count."""
+    """One message's decoding: the hooks msgpack calls, sharing one item count.
+
+    Every item costs at least one byte, so while the bytes decoded stay within ``max_items``
+    nothing needs counting (the common case: a step's reply is a few hundred bytes); from the
+    first decode that passes it, every container is counted, starting from the bytes before it
+    (an upper bound of the items they held).
+    """
 
     def __init__(self, limits: WireLimits, stand_in: Callable[[str, str], Any] | None) -> None:
         self.limits = limits
         self.stand_in = stand_in
         self.items = 0
+        self.bytes = 0
+
+    def counting(self, size: int) -> bool:
+        """Whether a decode of ``size`` more bytes must count its items (see the class)."""
+        seen = self.bytes
+        self.bytes += size
+        if self.bytes <= self.limits.max_items:
+            return False
+        self.items = max(self.items, seen)
+        return True
 
     def count(self, n: int) -> None:
         self.items += n
@@ -455,6 +471,13 @@ class _Decoding:
     def on_map(self, entries: dict[Any, Any]) -> Any:
         self.count(2 * len(entries))
         return entries
+
+    @staticmethod
+    def on_marked(items: list[Any]) -> Any:
+        """:meth:`on_list` for a decode that counts nothing."""
+        if items and type(items[0]) is _Marker:
+            return _build(items[0].kind, items[1:])
+        return items
 
     def on_ext(self, code: int, data: bytes) -> Any:
         if code == _MARK:
@@ -508,14 +531,20 @@ class Decoder:
         """One message or value from a worker, checked against the limits; :class:`WireError`
         else. A stand-in is made with ``stand_in(type_name, repr)`` (this call's, else the
         decoder's; refused without one). ``envelope``: a message's envelope, whose every field
-        the reader checks by exact type (:mod:`.replies`): its items and bytes are counted, its
-        tree is not walked again (MessagePack's own stack bounds its depth)."""
+        the reader checks by exact type (:mod:`.replies`): its items and bytes are counted, it
+        holds no extension type, and its tree is not walked again (MessagePack's own stack
+        bounds its depth)."""
         decoding = self._decoding
         if stand_in is not None:
             decoding.stand_in = stand_in
         limits = decoding.limits
         if limits.max_bytes is not None and len(data) > limits.max_bytes:
             _bad(f"a message of {len(data)} bytes, over {limits.max_bytes}", "bytes")
+        hooks: dict[str, Any] = {"ext_hook": _no_extension if envelope else decoding.on_ext}
+        if decoding.counting(len(data)):
+            hooks.update(list_hook=decoding.on_list, object_hook=decoding.on_map)
+        elif not envelope:
+            hooks.update(list_hook=decoding.on_marked)
         left = max(0, limits.max_items - decoding.items)
         try:
             value = msgpack.unpackb(
@@ -524,11 +553,9 @@ class Decoder:
                 raw=False,
                 strict_map_key=False,
                 unicode_errors="surrogatepass",
-                list_hook=decoding.on_list,
-                object_hook=decoding.on_map,
-                ext_hook=decoding.on_ext,
                 max_array_len=min(len(data), left),
                 max_map_len=min(len(data) // 2, left // 2),
+                **hooks,
             )
         except WireError:
             raise
@@ -540,6 +567,11 @@ class Decoder:
         if not envelope:
             _check_tree(value, limits, decoding.stand_in)
         return value
+
+
+def _no_extension(code: int, data: bytes) -> NoReturn:
+    """An envelope holds only strings, numbers, bytes, lists and maps: no extension type."""
+    _bad(f"an extension type ({code}) in a message's envelope")
 
 
 def decode(
