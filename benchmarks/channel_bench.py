@@ -29,7 +29,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from rlm_compat.sandbox.isolate import replies, wire
+from rlm_compat.sandbox.isolate import replies, wire, wire_encode
 
 _PLAIN = {
     "builtins": {
@@ -97,9 +97,9 @@ def _old_pair(message: dict[str, Any], value: Any) -> tuple[Callable[[], Any], C
 
 def _new_pair(message: dict[str, Any], value: Any) -> tuple[Callable[[], Any], Callable[[], Any]]:
     def encode() -> bytes:
-        encoder = wire.Encoder()
+        encoder = wire_encode.Encoder()
         values = {k: ["list", False, encoder.value(value)[0]] for k in message["values"]}
-        return wire.pack_message({**message, "values": values})
+        return wire_encode.pack_message({**message, "values": values})
 
     data = encode()
 
@@ -117,8 +117,8 @@ def _new_pair(message: dict[str, Any], value: Any) -> tuple[Callable[[], Any], C
 
 def _call_pairs(text: str) -> tuple[tuple[Callable[[], Any], Callable[[], Any]], ...]:
     old_data = pickle.dumps({"op": "call", "name": "llm_query", "payload": pickle.dumps(((text,), {}), 5)}, 5)
-    new_data = wire.pack_message(
-        {"op": "call", "seq": 7, "name": "llm_query", "payload": wire.encode([[text], {}])}
+    new_data = wire_encode.pack_message(
+        {"op": "call", "seq": 7, "name": "llm_query", "payload": wire_encode.encode([[text], {}])}
     )
 
     def old_decode() -> Any:
@@ -133,8 +133,8 @@ def _call_pairs(text: str) -> tuple[tuple[Callable[[], Any], Callable[[], Any]],
         return pickle.dumps({"op": "call", "name": "llm_query", "payload": pickle.dumps(((text,), {}), 5)}, 5)
 
     def new_encode() -> bytes:
-        return wire.pack_message(
-            {"op": "call", "seq": 7, "name": "llm_query", "payload": wire.encode([[text], {}])}
+        return wire_encode.pack_message(
+            {"op": "call", "seq": 7, "name": "llm_query", "payload": wire_encode.encode([[text], {}])}
         )
 
     return (old_encode, old_decode), (new_encode, new_decode)

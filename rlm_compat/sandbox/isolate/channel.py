@@ -22,7 +22,7 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from . import wire
+from . import wire, wire_encode
 
 __all__ = [
     "ENVELOPE_DEPTH",
@@ -96,7 +96,7 @@ class Channel:
         if self._from_worker:
             data = pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL)
         else:
-            data = wire.pack_message(message if self.seq is None else {**message, "seq": self.seq})
+            data = wire_encode.pack_message(message if self.seq is None else {**message, "seq": self.seq})
         header = _HEADER.pack(len(data))
         if fds:
             sent = socket.send_fds(self.sock, [header], list(fds))

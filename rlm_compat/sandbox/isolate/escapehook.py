@@ -65,7 +65,7 @@ def serve_repl(sock: socket.socket) -> None:
 
 
 def _run_escaped(code: str, channel: Any, ns: dict[str, Any]) -> None:
-    from . import wire
+    from . import wire_encode as wire  # the attacks encode as a worker does
     from .worker import ESCAPED
 
     def send_raw(payload: bytes, announced: int | None = None) -> None:

@@ -21,8 +21,9 @@ of constructors:
   then held to :data:`MAX_DEPTH`), and the size of a big ``int``. Every failure is a
   :class:`WireError` naming the limit or the malformation, never another exception.
 
-The worker encodes with the same limits (:func:`encode_value`): what the parent would refuse, a
-legitimate worker keeps (the parent gets a stand-in naming its type).
+The worker encodes with the same limits (:mod:`.wire_encode`): what the parent would refuse, a
+legitimate worker keeps (the parent gets a stand-in naming its type). The names without an
+underscore here are the format's definition, shared by both sides.
 """
 
 from __future__ import annotations
@@ -47,15 +48,10 @@ __all__ = [
     "NAME_CHARS",
     "PLAIN_CLASSES",
     "Decoder",
-    "Encoder",
     "Unplain",
     "WireError",
     "WireLimits",
     "decode",
-    "encode",
-    "encode_value",
-    "pack_message",
-    "short_repr",
 ]
 
 MAX_DEPTH = 100
@@ -67,9 +63,17 @@ MAX_INT_BYTES = 1 << 12
 NAME_CHARS = 200
 """Type names and the reprs carried by stand-ins are cut to this many characters."""
 
-_MARK, _BIGINT, _COMPLEX, _BYTEARRAY, _STANDIN, _CLASS = 1, 2, 3, 4, 5, 6
-_COMPLEX_LAYOUT = struct.Struct("!dd")
-_NAME_LENGTH = struct.Struct("!H")
+EXT_MARK, EXT_BIGINT, EXT_COMPLEX, EXT_BYTEARRAY, EXT_STANDIN, EXT_CLASS = 1, 2, 3, 4, 5, 6
+COMPLEX_LAYOUT = struct.Struct("!dd")
+NAME_LENGTH = struct.Struct("!H")
+
+
+# container kinds: the byte after a marker (an array led by a marker is that container)
+TUPLE, SET, FROZENSET, COUNTER, ORDERED, DEFAULT, DEQUE, NAMESPACE = range(1, 9)
+SLICE, RANGE, EXCEPTION, DATE, DATETIME, TIME, TIMEDELTA, TIMEZONE = range(9, 17)
+DECIMAL, FRACTION = 17, 18
+SEQUENCES = frozenset({list, tuple, set, frozenset, collections.deque})
+MAPPINGS = frozenset({dict, collections.Counter, collections.OrderedDict, collections.defaultdict})
 
 
 class WireError(ValueError):
@@ -99,233 +103,24 @@ class WireLimits:
     max_int_bytes: int = MAX_INT_BYTES
 
 
-_EXCEPTIONS: dict[str, type[BaseException]] = {
+EXCEPTIONS: dict[str, type[BaseException]] = {
     name: value
     for name, value in vars(builtins).items()
     if isinstance(value, type) and issubclass(value, BaseException)
 }
-_CLASS_NAMES: dict[type, str] = {
+CLASS_NAMES: dict[type, str] = {
     cls: f"{cls.__module__}.{cls.__qualname__}"
     for cls in (
         bool, bytearray, bytes, complex, dict, float, frozenset, int, list, range, set, slice, str,
         tuple, collections.Counter, collections.OrderedDict, collections.defaultdict,
         collections.deque, datetime.date, datetime.datetime, datetime.time, datetime.timedelta,
         datetime.timezone, decimal.Decimal, fractions.Fraction, types.SimpleNamespace,
-        *_EXCEPTIONS.values(),
+        *EXCEPTIONS.values(),
     )
 }  # fmt: skip
-_CLASSES = {name: cls for cls, name in _CLASS_NAMES.items()}
-PLAIN_CLASSES = frozenset(_CLASS_NAMES)
+_CLASSES_BY_NAME = {name: cls for cls, name in CLASS_NAMES.items()}
+PLAIN_CLASSES = frozenset(CLASS_NAMES)
 """The classes whose instances cross as plain data (and which cross as values themselves)."""
-
-
-# --- the worker's side ------------------------------------------------------------------------
-
-
-def short_repr(value: Any, limit: int = NAME_CHARS) -> str:
-    """``repr(value)``, at most ``limit`` characters, never raising."""
-    try:
-        text = repr(value)
-    except BaseException:
-        return f"<{type(value).__name__}>"
-    if type(text) is not str:
-        return f"<{type(value).__name__}>"
-    return text if len(text) <= limit else text[: limit - 3] + "..."
-
-
-def _standin(value: Any) -> msgpack.ExtType:
-    name = type(value).__qualname__[:NAME_CHARS].encode("utf-8", "replace")
-    shown = short_repr(value).encode("utf-8", "replace")
-    return msgpack.ExtType(_STANDIN, _NAME_LENGTH.pack(len(name)) + name + shown)
-
-
-def _marked(kind: int, *parts: Any) -> list[Any]:
-    return [_MARKS[kind], *parts]
-
-
-_TUPLE, _SET, _FROZENSET, _COUNTER, _ORDERED, _DEFAULT, _DEQUE, _NAMESPACE = range(1, 9)
-_SLICE, _RANGE, _EXCEPTION, _DATE, _DATETIME, _TIME, _TIMEDELTA, _TIMEZONE = range(9, 17)
-_DECIMAL, _FRACTION = 17, 18
-_MARKS = {kind: msgpack.ExtType(_MARK, bytes([kind])) for kind in range(1, 19)}
-_REDUCED = {
-    datetime.date: _DATE,
-    datetime.datetime: _DATETIME,
-    datetime.time: _TIME,
-    datetime.timedelta: _TIMEDELTA,
-    datetime.timezone: _TIMEZONE,
-}
-
-
-def _to_wire(value: Any, stand_ins: bool) -> Any:
-    """``msgpack``'s ``default``: what a value that is not native MessagePack becomes."""
-    kind = type(value)
-    if kind is tuple:
-        return _marked(_TUPLE, *value)
-    if kind is set or kind is frozenset:
-        return _marked(_SET if kind is set else _FROZENSET, *value)
-    if kind is int:  # past 64 bits
-        size = value.bit_length() // 8 + 1
-        if size > MAX_INT_BYTES:
-            return _refuse(value, stand_ins)
-        return msgpack.ExtType(_BIGINT, value.to_bytes(size, "big", signed=True))
-    if kind is complex:
-        return msgpack.ExtType(_COMPLEX, _COMPLEX_LAYOUT.pack(value.real, value.imag))
-    if kind is bytearray:
-        return msgpack.ExtType(_BYTEARRAY, bytes(value))
-    if kind is collections.Counter or kind is collections.OrderedDict:
-        return _marked(_COUNTER if kind is collections.Counter else _ORDERED, dict(value))
-    if kind is collections.defaultdict:
-        return _marked(_DEFAULT, value.default_factory, dict(value))
-    if kind is collections.deque:
-        return _marked(_DEQUE, value.maxlen, list(value))
-    if kind is types.SimpleNamespace:
-        return _marked(_NAMESPACE, dict(vars(value)))
-    if kind is slice or kind is range:
-        return _marked(_SLICE if kind is slice else _RANGE, value.start, value.stop, value.step)
-    if kind in _REDUCED:
-        return _marked(_REDUCED[kind], *value.__reduce__()[1])
-    if kind is decimal.Decimal:
-        return _marked(_DECIMAL, str(value))
-    if kind is fractions.Fraction:
-        return _marked(_FRACTION, value.numerator, value.denominator)
-    if _EXCEPTIONS.get(kind.__name__) is kind:
-        return _marked(_EXCEPTION, kind.__name__, list(value.args))
-    if isinstance(value, type) and value in _CLASS_NAMES:
-        return msgpack.ExtType(_CLASS, _CLASS_NAMES[value].encode())
-    return _refuse(value, stand_ins)
-
-
-def _refuse(value: Any, stand_ins: bool) -> Any:
-    if stand_ins:
-        return _standin(value)
-    raise Unplain(f"a {type(value).__name__} is not plain data")
-
-
-_LEAVES = frozenset({str, bytes, int, float, bool, type(None), complex})
-_NATIVE_BYTES = frozenset({bytearray, memoryview})
-"""Packed by msgpack as ``bytes`` whatever ``strict_types`` says: swapped before packing."""
-_SEQUENCES = frozenset({list, tuple, set, frozenset, collections.deque})
-_MAPPINGS = frozenset({dict, collections.Counter, collections.OrderedDict, collections.defaultdict})
-
-
-def _cost(value: Any, budget: int) -> tuple[int, bool] | None:
-    """The items ``value`` costs the parent's count (never less than the parent counts: a
-    marked container's marker and wrapper count too), or None when it is over ``budget`` or
-    :data:`MAX_DEPTH`. No sharing: a list holding one list twice counts it twice; counting
-    stops as soon as it is over, so a value that shares itself exponentially costs at most the
-    budget. The flag: whether it holds a ``bytearray`` or ``memoryview`` (see :func:`_swap`)."""
-    left = budget
-    swap = False
-    pending: list[tuple[Any, int]] = [(value, 0)]
-    while pending:
-        item, depth = pending.pop()
-        kind = type(item)
-        if kind in _LEAVES:
-            continue
-        if depth >= MAX_DEPTH:
-            return None
-        if kind in _SEQUENCES:
-            left -= 3 + len(item)
-            children: Any = item
-        elif kind in _MAPPINGS:
-            left -= 3 + 2 * len(item)
-            children = [*item, *item.values()]
-        elif kind is types.SimpleNamespace:
-            left -= 3 + 2 * len(vars(item))
-            children = list(vars(item).values())
-        elif _EXCEPTIONS.get(kind.__name__) is kind:
-            left -= 3 + len(item.args)
-            children = item.args
-        elif kind is slice:
-            left -= 4
-            children = (item.start, item.stop, item.step)
-        else:
-            swap = swap or kind in _NATIVE_BYTES
-            left -= 4
-            continue
-        if left < 0:
-            return None
-        if not _LEAVES.issuperset(map(type, children)):  # a flat container: nothing to push
-            pending.extend((child, depth + 1) for child in children if type(child) not in _LEAVES)
-    return budget - left, swap
-
-
-def _swap(item: Any, stand_ins: bool, kept: list[bool]) -> Any:
-    """``item`` with each ``bytearray`` as its own extension type and each ``memoryview``
-    refused (msgpack would pack both as ``bytes``); lists and dicts rebuilt, the marked
-    containers are rebuilt by ``default`` (only for values that hold one: rare)."""
-    kind = type(item)
-    if kind is bytearray:
-        return msgpack.ExtType(_BYTEARRAY, bytes(item))
-    if kind is memoryview:
-        kept.append(True)
-        return _refuse(item, stand_ins)
-    if kind is list:
-        return [_swap(child, stand_ins, kept) for child in item]
-    if kind is dict:
-        return {_swap(key, stand_ins, kept): _swap(child, stand_ins, kept) for key, child in item.items()}
-    return item
-
-
-class Encoder:
-    """The worker's side of one message: values encoded against one shared item budget, so
-    that what it sends in one message is never over what the parent counts for one message."""
-
-    def __init__(self, budget: int = MAX_ITEMS) -> None:
-        self.left = budget
-
-    def value(self, value: Any, *, stand_ins: bool = True) -> tuple[bytes, bool]:
-        """``value`` for the parent, and whether anything in it had to stay behind.
-
-        With ``stand_ins``, a value that is not plain data (a function, an instance of a
-        model's class, a module proxy) becomes a stand-in carrying its type name and a short
-        repr, wherever it sits; a value over the limits crosses as ``(b"", True)`` (the parent
-        names it by type). Without, either raises :class:`Unplain`.
-        """
-        counted = _cost(value, self.left)
-        if counted is None:
-            if stand_ins:
-                return b"", True
-            raise Unplain(f"a {type(value).__name__} over the limits of what leaves the worker")
-        cost, swap = counted
-        kept: list[bool] = []
-
-        def default(item: Any) -> Any:
-            wired = _to_wire(item, stand_ins)
-            if type(wired) is msgpack.ExtType and wired.code == _STANDIN:
-                kept.append(True)
-            elif swap and type(wired) is list:
-                wired = [wired[0], *(_swap(child, stand_ins, kept) for child in wired[1:])]
-            return wired
-
-        if swap:
-            value = _swap(value, stand_ins, kept)
-
-        try:
-            data = msgpack.packb(
-                value, default=default, strict_types=True, use_bin_type=True, unicode_errors="surrogatepass"
-            )
-        except (ValueError, OverflowError, MemoryError) as exc:  # msgpack's nesting limit, memory
-            if stand_ins:
-                return b"", True
-            raise Unplain(f"{type(exc).__name__}: {exc}") from None
-        self.left -= cost
-        return data, bool(kept)
-
-
-def encode_value(value: Any, *, stand_ins: bool = True) -> tuple[bytes, bool]:
-    """One value on its own (see :meth:`Encoder.value`)."""
-    return Encoder().value(value, stand_ins=stand_ins)
-
-
-def encode(value: Any) -> bytes:
-    """Plain data only (host-call arguments): :class:`Unplain` for anything else."""
-    return encode_value(value, stand_ins=False)[0]
-
-
-def pack_message(message: dict[str, Any]) -> bytes:
-    """A message's envelope (strings, numbers, bytes, lists and string-keyed dicts)."""
-    return bytes(msgpack.packb(message, use_bin_type=True, unicode_errors="surrogatepass"))
 
 
 # --- the parent's side ------------------------------------------------------------------------
@@ -360,50 +155,50 @@ def _int_or_none(value: Any) -> bool:
 
 def _build(kind: int, parts: list[Any]) -> Any:
     """The container a marked array stands for, from its decoded parts (types checked first)."""
-    if kind == _TUPLE:
+    if kind == TUPLE:
         return tuple(parts)
-    if kind == _SET:
+    if kind == SET:
         return set(parts)
-    if kind == _FROZENSET:
+    if kind == FROZENSET:
         return frozenset(parts)
-    if kind == _COUNTER:
+    if kind == COUNTER:
         return collections.Counter(_mapping(parts, 0))
-    if kind == _ORDERED:
+    if kind == ORDERED:
         return collections.OrderedDict(_mapping(parts, 0))
-    if kind == _DEFAULT:
+    if kind == DEFAULT:
         factory = parts[0] if parts else None
-        if not (factory is None or factory in _CLASS_NAMES or getattr(factory, "__rlm_stand_in__", None)):
+        if not (factory is None or factory in CLASS_NAMES or getattr(factory, "__rlm_stand_in__", None)):
             _bad("a defaultdict's factory is not a plain class")
         return collections.defaultdict(factory, _mapping(parts, 1))
-    if kind == _DEQUE:
+    if kind == DEQUE:
         if len(parts) != 2 or type(parts[1]) is not list or not _int_or_none(parts[0]):
             _bad("a deque is not (maxlen, items)")
         if parts[0] is not None and not 0 <= parts[0] < 1 << 62:
             _bad("a deque's maxlen is out of range")
         return collections.deque(parts[1], parts[0])
-    if kind == _NAMESPACE:
+    if kind == NAMESPACE:
         attributes = _mapping(parts, 0)
         if not all(type(key) is str for key in attributes):
             _bad("a namespace has a key that is not a str")
         return types.SimpleNamespace(**attributes)
-    if kind in (_SLICE, _RANGE):
+    if kind in (SLICE, RANGE):
         if len(parts) != 3:
             _bad("a slice or range is not (start, stop, step)")
-        if kind == _SLICE:
+        if kind == SLICE:
             return slice(*parts)
         if not all(type(p) is int for p in parts) or parts[2] == 0:
             _bad("a range is not three ints with a non-zero step")
         return range(*parts)
-    if kind == _EXCEPTION:
+    if kind == EXCEPTION:
         if len(parts) != 2 or type(parts[0]) is not str or type(parts[1]) is not list:
             _bad("an exception is not (name, args)")
-        cls = _EXCEPTIONS.get(parts[0])
+        cls = EXCEPTIONS.get(parts[0])
         if cls is None:
             _bad("an exception that is not a builtin one")
         return cls(*parts[1])
-    if kind in (_DATE, _DATETIME, _TIME, _TIMEDELTA, _TIMEZONE):
+    if kind in (DATE, DATETIME, TIME, TIMEDELTA, TIMEZONE):
         return _moment(kind, parts)
-    if kind == _DECIMAL:
+    if kind == DECIMAL:
         if len(parts) != 1 or type(parts[0]) is not str or len(parts[0]) > 4 * MAX_INT_BYTES:
             _bad("a Decimal is not a short str")
         return decimal.Decimal(parts[0])
@@ -415,11 +210,11 @@ def _build(kind: int, parts: list[Any]) -> Any:
 def _moment(kind: int, parts: list[Any]) -> Any:
     """``date`` / ``datetime`` / ``time`` from their fixed-size state bytes (and a ``timezone``),
     ``timedelta`` from three ints, ``timezone`` from a ``timedelta`` and a short name."""
-    if kind == _TIMEDELTA:
+    if kind == TIMEDELTA:
         if len(parts) != 3 or not all(type(p) is int for p in parts):
             _bad("a timedelta is not three ints")
         return datetime.timedelta(*parts)
-    if kind == _TIMEZONE:
+    if kind == TIMEZONE:
         if not 1 <= len(parts) <= 2 or type(parts[0]) is not datetime.timedelta:
             _bad("a timezone is not (offset, [name])")
         if len(parts) == 2 and (type(parts[1]) is not str or len(parts[1]) > NAME_CHARS):
@@ -427,9 +222,9 @@ def _moment(kind: int, parts: list[Any]) -> Any:
         return datetime.timezone(*parts)
     if not 1 <= len(parts) <= 2 or type(parts[0]) is not bytes or len(parts[0]) > 10:
         _bad("a date or time is not its state bytes")
-    if len(parts) == 2 and (kind == _DATE or type(parts[1]) is not datetime.timezone):
+    if len(parts) == 2 and (kind == DATE or type(parts[1]) is not datetime.timezone):
         _bad("a date or time's zone is not a timezone")
-    cls = {_DATE: datetime.date, _DATETIME: datetime.datetime, _TIME: datetime.time}[kind]
+    cls = {DATE: datetime.date, DATETIME: datetime.datetime, TIME: datetime.time}[kind]
     return cls(*parts)
 
 
@@ -480,38 +275,38 @@ class _Decoding:
         return items
 
     def on_ext(self, code: int, data: bytes) -> Any:
-        if code == _MARK:
+        if code == EXT_MARK:
             marker = _MARKERS.get(data)
             if marker is None:
                 _bad("an unknown container marker")
             return marker
-        if code == _BIGINT:
+        if code == EXT_BIGINT:
             if len(data) > self.limits.max_int_bytes:
                 _bad(f"an int of more than {self.limits.max_int_bytes} bytes", "int_bytes")
             return int.from_bytes(data, "big", signed=True)
-        if code == _COMPLEX:
-            if len(data) != _COMPLEX_LAYOUT.size:
+        if code == EXT_COMPLEX:
+            if len(data) != COMPLEX_LAYOUT.size:
                 _bad("a complex of the wrong size")
-            return complex(*_COMPLEX_LAYOUT.unpack(data))
-        if code == _BYTEARRAY:
+            return complex(*COMPLEX_LAYOUT.unpack(data))
+        if code == EXT_BYTEARRAY:
             return bytearray(data)
-        if code == _CLASS:
-            cls = _CLASSES.get(data.decode("ascii", "replace"))
+        if code == EXT_CLASS:
+            cls = _CLASSES_BY_NAME.get(data.decode("ascii", "replace"))
             if cls is None:
                 _bad("a class that is not plain data")
             return cls
-        if code == _STANDIN:
+        if code == EXT_STANDIN:
             return self._standin(data)
         _bad(f"an unknown extension type {code}")
 
     def _standin(self, data: bytes) -> Any:
         if self.stand_in is None:
             _bad("a value that is not plain data")
-        if len(data) < _NAME_LENGTH.size:
+        if len(data) < NAME_LENGTH.size:
             _bad("a short stand-in")
-        (size,) = _NAME_LENGTH.unpack_from(data)
-        name = data[_NAME_LENGTH.size : _NAME_LENGTH.size + size].decode("utf-8", "replace")
-        shown = data[_NAME_LENGTH.size + size :].decode("utf-8", "replace")
+        (size,) = NAME_LENGTH.unpack_from(data)
+        name = data[NAME_LENGTH.size : NAME_LENGTH.size + size].decode("utf-8", "replace")
+        shown = data[NAME_LENGTH.size + size :].decode("utf-8", "replace")
         return self.stand_in(name[:NAME_CHARS], shown[: NAME_CHARS + 3])
 
 
@@ -601,13 +396,13 @@ def _check_tree(value: Any, limits: WireLimits, stand_in: Callable[[str, str], A
     while pending:
         item, depth = pending.pop()
         kind = type(item)
-        if kind in _PLAIN_LEAVES or (isinstance(item, type) and item in _CLASS_NAMES):
+        if kind in _PLAIN_LEAVES or (isinstance(item, type) and item in CLASS_NAMES):
             continue
         if depth >= limits.max_depth:
             _bad(f"nested deeper than {limits.max_depth}", "depth")
-        if kind in _SEQUENCES:
+        if kind in SEQUENCES:
             children: Any = item
-        elif kind in _MAPPINGS:
+        elif kind in MAPPINGS:
             children = [*item, *item.values()]
             if kind is collections.defaultdict:
                 children.append(item.default_factory)
@@ -615,7 +410,7 @@ def _check_tree(value: Any, limits: WireLimits, stand_in: Callable[[str, str], A
             children = list(vars(item).values())
         elif kind is slice:
             children = (item.start, item.stop, item.step)
-        elif _EXCEPTIONS.get(kind.__name__) is kind:
+        elif EXCEPTIONS.get(kind.__name__) is kind:
             children = item.args
         elif stand_in is not None and getattr(kind, "__rlm_stand_in__", None) is not None:
             standin_type = standin_type or kind

@@ -41,7 +41,7 @@ from ..inline import InlineRunner
 from ..restrict.deadline import host_code
 from ..restrict.modules import proxy_for_module
 from ..texts import Texts
-from . import rlimits, wire
+from . import rlimits, wire, wire_encode
 from .channel import PROTOCOL, Channel
 from .mapped import MAX_MAPPED, close_all
 from .mapped import read as mapped_read
@@ -102,7 +102,7 @@ class _Remote:
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         try:
-            payload = wire.encode([list(args), kwargs])
+            payload = wire_encode.encode([list(args), kwargs])
         except wire.Unplain as exc:
             raise TypeError(Texts.unsendable_argument(self.__name__, exc)) from None
         self._channel.send({"op": "call", "name": self.__name__, "payload": payload})
@@ -253,7 +253,7 @@ class _Session:
         shared = self.shared
         values: dict[str, tuple[str, bool, bytes]] = {}
         aliases: dict[str, str] = {}
-        encoder = wire.Encoder()  # one message: one item budget, as the parent counts it
+        encoder = wire_encode.Encoder()  # one message: one item budget, as the parent counts it
         self.checked = checked = []
         for key, value in ns.items():
             seen, seen_print = known.get(key, (_UNSEEN, None))
@@ -399,7 +399,7 @@ def _fingerprint(value: Any) -> object:
     if isinstance(value, _ATOMIC):
         return None
     snapshot = _Snapshot.of(value)
-    return snapshot if snapshot is not None else _digest(wire.encode_value(value)[0])
+    return snapshot if snapshot is not None else _digest(wire_encode.encode_value(value)[0])
 
 
 def _result(call: Any, *args: Any) -> dict[str, Any]:
@@ -474,7 +474,7 @@ def _fetch(ns: dict[str, Any], name: str, limit: int | None) -> bytes | None:
     if name not in ns:
         return None
     try:
-        data, kept = wire.encode_value(ns[name])
+        data, kept = wire_encode.encode_value(ns[name])
     except Exception:
         return None
     return None if kept or (limit is not None and len(data) > limit - 4096) else data
