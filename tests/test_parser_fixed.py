@@ -7,6 +7,7 @@ import warnings
 from typing import Any
 
 import pytest
+from examples import examples
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 from parser_model import NAMES, env_values, final_heavy_text, identifiers
@@ -15,7 +16,7 @@ from rlm_compat import parser
 from rlm_compat.errors import FinalVarMissingError, REPLError
 from rlm_compat.parser import FinalResolution, find_directive, is_final_fixed, resolve_final
 
-_MANY = settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+_MANY = settings(max_examples=examples(400), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 # Prose that cannot itself open a fence or start a directive line.
 prose = (

@@ -14,6 +14,7 @@ from types import ModuleType
 from typing import Any
 
 import pytest
+from examples import examples
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from parser_model import final_heavy_text, model_parse_response, text_and_env
@@ -65,7 +66,7 @@ def test_corpus_matches_upstream(upstream: ModuleType) -> None:
 
 
 @settings(
-    max_examples=1500,
+    max_examples=examples(1500),
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
 )

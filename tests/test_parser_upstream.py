@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 import upstream_truth as truth
+from examples import examples
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from parser_model import (
@@ -25,7 +26,7 @@ from parser_model import (
 from rlm_compat import parser
 from rlm_compat.tools.conformance import values
 
-_MANY = settings(max_examples=700, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+_MANY = settings(max_examples=examples(700), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
 @_MANY
@@ -58,7 +59,7 @@ def test_final_var_matches_the_model(text: str, env: dict[str, Any]) -> None:
     assert parser.parse_response(text, env) == model_parse_response(text, env)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(final_heavy_text, st.text(max_size=8))
 def test_result_types(text: str, value: str) -> None:
     env = {"answer": value, "x": 3}
@@ -71,7 +72,7 @@ def test_result_types(text: str, value: str) -> None:
     assert type(parser.is_final(text)) is bool
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(st.text(max_size=30), st.sampled_from(["answer", "x", "résumé", "a1", "_p"]))
 def test_final_var_resolves_str_of_the_value(prefix: str, name: str) -> None:
     text = prefix.replace("FINAL", "") + f"\nFINAL_VAR({name})"

@@ -6,6 +6,7 @@ import re
 
 import pytest
 import upstream_truth as truth
+from examples import examples
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -101,7 +102,9 @@ def test_output_is_stripped(profile: str) -> None:
 
 
 @pytest.mark.parametrize("profile", PROFILES)
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=examples(40), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 @given(limit=st.integers(1, 300), length=st.integers(0, 700))
 def test_truncation_marker(profile: str, limit: int, length: int) -> None:
     out = run(f"print('ab' * {length})", profile=profile, max_output_chars=limit)
@@ -164,7 +167,9 @@ def test_raw_modules_in_env_are_proxied_only_during_the_call(profile: str) -> No
 
 
 @pytest.mark.parametrize("profile", PROFILES)
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=examples(150), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 @given(code=st.text(max_size=80))
 def test_any_text_gives_a_string_or_a_repl_error(profile: str, code: str) -> None:
     ex = REPLExecutor(timeout=1, profile=profile)

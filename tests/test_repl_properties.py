@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
+from examples import examples
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -45,7 +46,7 @@ _BASE = settings(
 
 def _examples(n: int) -> settings:
     """Moderate example counts: the whole file stays well under a minute on 2 cores."""
-    return settings(_BASE, max_examples=n)
+    return settings(_BASE, max_examples=examples(n))
 
 
 # ------------------------------------------------------------------------------ the grammar

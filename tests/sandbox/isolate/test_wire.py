@@ -16,6 +16,7 @@ import types
 from typing import Any
 
 import pytest
+from examples import examples
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -74,7 +75,7 @@ def _same(a: Any, b: Any) -> bool:
     return bool(a == b)
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=examples(100), deadline=None)
 @given(_values)
 def test_plain_values_round_trip_with_their_types(value: Any) -> None:
     data, kept = wire_encode.encode_value(value)
@@ -82,7 +83,7 @@ def test_plain_values_round_trip_with_their_types(value: Any) -> None:
     assert _same(wire.decode(data), value)
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 @given(st.binary(max_size=200))
 def test_any_bytes_decode_to_plain_data_or_a_wire_error(data: bytes) -> None:
     try:
@@ -91,7 +92,7 @@ def test_any_bytes_decode_to_plain_data_or_a_wire_error(data: bytes) -> None:
         assert exc.limit in (None, "bytes", "items", "depth", "int_bytes")
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 @given(_values, st.data())
 def test_a_mutated_value_decodes_or_fails_with_a_wire_error(value: Any, data: st.DataObject) -> None:
     encoded = bytearray(wire_encode.encode_value(value)[0])

@@ -12,6 +12,7 @@ import re
 from typing import Any
 
 import pytest
+from examples import examples
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -209,7 +210,7 @@ _MOVES = (
 )
 
 
-@settings(deadline=None, max_examples=15, suppress_health_check=[HealthCheck.too_slow])
+@settings(deadline=None, max_examples=examples(15), suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(st.sampled_from(_MOVES), min_size=1, max_size=6))
 def test_env_matches_inline_whatever_the_step_reaches(moves: list[str]) -> None:
     """The re-check a step skips is one it could not need: after every step, the worker's

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from examples import examples
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule, run_state_machine_as_test
@@ -343,7 +344,7 @@ def test_random_step_sequences_match_upstream(upstream_driver: DriverProcess) ->
     run_state_machine_as_test(
         StepSequences,
         settings=settings(
-            max_examples=int(os.environ.get("RLM_COMPAT_STATEFUL_EXAMPLES", "40")),
+            max_examples=int(os.environ.get("RLM_COMPAT_STATEFUL_EXAMPLES", examples(40))),
             stateful_step_count=5,
             deadline=None,
             derandomize=True,

@@ -214,6 +214,9 @@ class _RayProbe:
         self.inner.run(job, specs, seen)
 
 
+# once_per_ci: a local ray cluster's start-up (~15 s) to check that the executors agree; the grid's own
+# runs are checked on every Python by the local executor's tests
+@pytest.mark.once_per_ci
 def test_local_and_ray_executors_give_identical_records(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

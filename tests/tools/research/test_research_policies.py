@@ -13,6 +13,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+from examples import examples
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -54,7 +55,7 @@ def test_policy_solves_larger_contexts_under_fixed(kind: str) -> None:
     assert grade.passed, grade.reason
 
 
-@settings(max_examples=20, deadline=None)
+@settings(max_examples=examples(20), deadline=None)
 @given(
     kind=st.sampled_from(KIND_NAMES),
     size=st.integers(min_value=MIN_SIZE, max_value=60_000),

@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 
 import pytest
+from examples import examples
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -47,7 +48,7 @@ def fresh(kind: str, size: int, seed: int) -> TaskInstance:
 # --- corpora ------------------------------------------------------------------------------------
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(40), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(kind=st.sampled_from(KIND_NAMES), size=SMALL, seed=SEEDS)
 def test_same_seed_same_bytes_exact_size_and_hash(kind: str, size: int, seed: int) -> None:
     first, second = fresh(kind, size, seed), fresh(kind, size, seed)
@@ -57,7 +58,7 @@ def test_same_seed_same_bytes_exact_size_and_hash(kind: str, size: int, seed: in
     assert (first.kind, first.size, first.seed) == (kind, size, seed)
 
 
-@settings(max_examples=25, deadline=None)
+@settings(max_examples=examples(25), deadline=None)
 @given(kind=st.sampled_from(KIND_NAMES), size=SMALL, seed=SEEDS)
 def test_different_seeds_different_corpora(kind: str, size: int, seed: int) -> None:
     one, other = fresh(kind, size, seed), fresh(kind, size, seed + 1)
@@ -215,7 +216,7 @@ def _solve_independently(instance: TaskInstance) -> str:
     return str(sum(words[w] for w in found))
 
 
-@settings(max_examples=30, deadline=None)
+@settings(max_examples=examples(30), deadline=None)
 @given(kind=st.sampled_from(KIND_NAMES), size=SMALL, seed=SEEDS)
 def test_answer_key_matches_the_context(kind: str, size: int, seed: int) -> None:
     spec = GeneratedTask(kind, size, seed)

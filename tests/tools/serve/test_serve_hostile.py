@@ -26,6 +26,7 @@ from typing import Any
 import httpx
 import openai
 import pytest
+from examples import examples
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from serve_harness import MODEL, TOKEN, Served, rss_mb, serving
@@ -385,7 +386,7 @@ _RUN_OUTCOMES = {"run_timeout", "budget_exceeded", "max_iterations", "provider_t
 
 
 @settings(
-    max_examples=int(os.environ.get("RLM_COMPAT_SERVE_EXAMPLES", "40")),  # more when hunting
+    max_examples=int(os.environ.get("RLM_COMPAT_SERVE_EXAMPLES", examples(40))),  # more when hunting
     deadline=None,
     derandomize=bool(os.environ.get("CI") or os.environ.get("RLM_COMPAT_CI")),
     database=None,
