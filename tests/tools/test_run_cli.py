@@ -443,7 +443,7 @@ def test_directory_symlinks_are_not_followed(tmp_path: Path) -> None:
 
 def test_run_progress_follows_depth_calls_and_iterations(chat_server: ServerFactory) -> None:
     from rlm_compat import RLM
-    from rlm_compat.record.live import RunProgress
+    from rlm_compat.tools.runs.live import RunProgress
 
     def reply(request: dict[str, object]) -> str:
         messages = request["messages"]
