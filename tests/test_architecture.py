@@ -21,6 +21,7 @@ import pytest
 from importlinter import configuration
 from importlinter.application.use_cases import read_user_options
 from importlinter.contracts.acyclic_siblings import AcyclicSiblingsContract
+from importlinter.contracts.forbidden import ForbiddenContract
 from importlinter.contracts.layers import LayersContract
 from importlinter.contracts.protected import ProtectedContract
 from importlinter.domain.contract import Contract
@@ -65,7 +66,8 @@ def _contracts() -> dict[str, Contract]:
     configuration.configure()
     options = read_user_options(str(PYPROJECT))
     kinds: dict[str, Any] = {
-        kind.type_name: kind for kind in (AcyclicSiblingsContract, LayersContract, ProtectedContract)
+        kind.type_name: kind
+        for kind in (AcyclicSiblingsContract, ForbiddenContract, LayersContract, ProtectedContract)
     }
     return {
         raw["id"]: kinds[raw["type"]](
@@ -87,6 +89,7 @@ def test_the_import_contracts_hold(graph: grimp.ImportGraph) -> None:
     assert set(_contracts()) == {
         "acyclic",
         "library-layers",
+        "options-without-executor",
         "sandbox-layers",
         "sandbox-facade",
         "tools-apart",
@@ -105,6 +108,7 @@ def test_the_import_contracts_hold(graph: grimp.ImportGraph) -> None:
         ("library-layers", "rlm_compat.settings.table", "rlm_compat._loop.engine"),
         ("library-layers", "rlm_compat.record.run", "rlm_compat.core"),
         ("library-layers", "rlm_compat.sandbox.inline", "rlm_compat._releases.contract"),
+        ("options-without-executor", "rlm_compat.settings.table", "rlm_compat.repl_v050"),
         ("sandbox-layers", "rlm_compat.sandbox.restrict.prep", "rlm_compat.sandbox.isolate.worker"),
         ("sandbox-facade", "rlm_compat.repl", "rlm_compat.sandbox.isolate.process"),
         ("tools-apart", "rlm_compat.core", "rlm_compat.tools.cli"),
