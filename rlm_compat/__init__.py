@@ -9,7 +9,6 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from ._lazy import ensure_offline_litellm
-from .config import Limits, ReplConfig, WorkerResourceLimits
 from .errors import (
     BudgetExceededError,
     ConfigurationError,
@@ -27,6 +26,7 @@ from .errors import (
 )
 from .profiles import Profile
 from .repl import REPLExecutor
+from .sandbox import Limits, ReplConfig, WorkerResourceLimits
 
 if TYPE_CHECKING:
     from .core import RLM

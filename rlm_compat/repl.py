@@ -15,10 +15,18 @@ from typing import Any
 
 from ._releases import select_release
 from .compat import ApiSemantics, resolve_api
-from .config import Limits, ReplConfig, WorkerResourceLimits
 from .errors import ConfigurationError, REPLError, REPLTimeoutError
 from .profiles import Profile
-from .sandbox import HostCall, Runner, host_call, make_runner, namespace_listing
+from .sandbox import (
+    HostCall,
+    Limits,
+    ReplConfig,
+    Runner,
+    WorkerResourceLimits,
+    host_call,
+    make_runner,
+    namespace_listing,
+)
 
 __all__ = ["REPLError", "REPLExecutor", "REPLTimeoutError", "WorkerResourceLimits"]
 

@@ -1,15 +1,51 @@
-"""The shape of the code: no import circles, one runner interface, texts built in one place."""
+"""The shape of the code: import contracts, one runner interface, texts built in one place, sizes.
+
+The import graph is grimp's (every import in a file: functions and TYPE_CHECKING too) and the
+package rules are import-linter contracts in pyproject.toml (``[tool.importlinter]``; ``lint-imports``
+checks the same from a shell): no package circles at any level, the library's and the sandbox's
+layers, the sandbox's sub-packages behind its facade, the tools apart from the library. Names
+(private ones taken across modules) are read from the syntax tree: grimp sees modules, not names.
+"""
 
 from __future__ import annotations
 
 import ast
+import copy
 import inspect
+import sys
 from pathlib import Path
+from typing import Any
+
+import grimp
+import pytest
+from importlinter import configuration
+from importlinter.application.use_cases import read_user_options
+from importlinter.contracts.acyclic_siblings import AcyclicSiblingsContract
+from importlinter.contracts.forbidden import ForbiddenContract
+from importlinter.contracts.layers import LayersContract
+from importlinter.contracts.protected import ProtectedContract
+from importlinter.domain.contract import Contract
 
 import rlm_compat
 from rlm_compat.sandbox import InlineRunner, ProcessRunner, Runner
 
+if sys.version_info >= (3, 11):
+    import tomllib
+else:
+    import tomli as tomllib
+
 PACKAGE = Path(rlm_compat.__file__).parent
+PYPROJECT = PACKAGE.parent / "pyproject.toml"
+TOOLS = "rlm_compat.tools"
+
+#: Library modules a program imports that, inside the package, only the tools import (each is
+#: public API a doc names); any other such module belongs in the tools wing.
+FOR_USERS_TOO = {
+    "rlm_compat.config": "docs/repl.md: where users import ReplConfig and Limits (the sandbox's)",
+    "rlm_compat.openai_client": "docs/serve.md: the lean client for OpenAI-compatible endpoints",
+    "rlm_compat.testing": "README: the scripted loopback server for tests and demos",
+    "rlm_compat.repl_namespace": "docs/architecture.md: the public home of the namespace contract",
+}
 
 
 def _modules() -> dict[str, Path]:
@@ -21,68 +57,114 @@ def _modules() -> dict[str, Path]:
     return found
 
 
-def _imports(name: str, path: Path, modules: dict[str, Path]) -> set[str]:
-    """Every rlm_compat module ``name`` imports, anywhere in the file (functions and TYPE_CHECKING too)."""
-    package = name if path.name == "__init__.py" else name.rsplit(".", 1)[0]
-    targets: set[str] = set()
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-        if isinstance(node, ast.ImportFrom):
-            if node.level:
-                base = package.split(".")[: len(package.split(".")) - node.level + 1]
-                module = ".".join(base + ([node.module] if node.module else []))
-            else:
-                module = node.module or ""
-            submodules = [f"{module}.{alias.name}" for alias in node.names]
-            hits = [m for m in submodules if m in modules]
-            # `from . import x` imports submodule x; `from .m import y` imports m
-            targets.update(hits if hits else [module])
-        elif isinstance(node, ast.Import):
-            targets.update(alias.name for alias in node.names)
-    return {t for t in targets if t in modules and t != name}
+@pytest.fixture(scope="module")
+def graph() -> grimp.ImportGraph:
+    return grimp.build_graph("rlm_compat", cache_dir=None)
 
 
-def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
-    index: dict[str, int] = {}
-    low: dict[str, int] = {}
-    stack: list[str] = []
-    on_stack: set[str] = set()
-    found: list[list[str]] = []
+def _contracts() -> dict[str, Contract]:
+    configuration.configure()
+    options = read_user_options(str(PYPROJECT))
+    kinds: dict[str, Any] = {
+        kind.type_name: kind
+        for kind in (AcyclicSiblingsContract, ForbiddenContract, LayersContract, ProtectedContract)
+    }
+    return {
+        raw["id"]: kinds[raw["type"]](
+            name=raw["name"], session_options=options.session_options, contract_options=raw
+        )
+        for raw in options.contracts_options
+    }
 
-    def visit(v: str) -> None:
-        index[v] = low[v] = len(index)
-        stack.append(v)
-        on_stack.add(v)
-        for w in sorted(graph[v]):
-            if w not in index:
-                visit(w)
-                low[v] = min(low[v], low[w])
-            elif w in on_stack:
-                low[v] = min(low[v], index[w])
-        if low[v] == index[v]:
-            component = []
-            while True:
-                w = stack.pop()
-                on_stack.discard(w)
-                component.append(w)
-                if w == v:
-                    break
-            if len(component) > 1:
-                found.append(sorted(component))
 
-    for v in sorted(graph):
-        if v not in index:
-            visit(v)
+def _broken(graph: grimp.ImportGraph) -> dict[str, Any]:
+    """The contracts ``graph`` breaks, by id, with what import-linter found."""
+    checks = {
+        key: contract.check(copy.deepcopy(graph), verbose=False) for key, contract in _contracts().items()
+    }
+    return {key: check.metadata for key, check in checks.items() if not check.kept}
+
+
+def test_the_import_contracts_hold(graph: grimp.ImportGraph) -> None:
+    assert set(_contracts()) == {
+        "acyclic",
+        "library-layers",
+        "options-without-executor",
+        "sandbox-layers",
+        "sandbox-facade",
+        "tools-apart",
+    }
+    assert _broken(graph) == {}
+
+
+@pytest.mark.parametrize(
+    ("contract", "importer", "imported"),
+    [
+        # package circles: settings <-> record, sandbox/restrict <-> the sandbox's host calls
+        ("acyclic", "rlm_compat.record.budget", "rlm_compat.settings.table"),
+        ("acyclic", "rlm_compat.sandbox.restrict.prep", "rlm_compat.sandbox.hostcall"),
+        # a module circle inside one package is a circle of siblings too
+        ("acyclic", "rlm_compat.record.trajectory", "rlm_compat.record.run"),
+        ("library-layers", "rlm_compat.settings.table", "rlm_compat._loop.engine"),
+        ("library-layers", "rlm_compat.record.run", "rlm_compat.core"),
+        ("library-layers", "rlm_compat.sandbox.inline", "rlm_compat._releases.contract"),
+        ("options-without-executor", "rlm_compat.settings.table", "rlm_compat.repl_v050"),
+        ("sandbox-layers", "rlm_compat.sandbox.restrict.prep", "rlm_compat.sandbox.isolate.worker"),
+        ("sandbox-facade", "rlm_compat.repl", "rlm_compat.sandbox.isolate.process"),
+        ("tools-apart", "rlm_compat.core", "rlm_compat.tools.cli"),
+    ],
+)
+def test_each_contract_breaks_on_the_import_it_forbids(
+    graph: grimp.ImportGraph, contract: str, importer: str, imported: str
+) -> None:
+    changed = copy.deepcopy(graph)
+    assert importer in changed.modules and imported in changed.modules
+    assert not changed.direct_import_exists(importer=importer, imported=imported)
+    if contract == "acyclic":  # the added import closes a circle of siblings
+        shared = next(
+            i
+            for i, (a, b) in enumerate(zip(importer.split("."), imported.split("."), strict=False))
+            if a != b
+        )
+        above, below = (".".join(name.split(".")[: shared + 1]) for name in (importer, imported))
+        assert changed.chain_exists(importer=below, imported=above, as_packages=True)
+    changed.add_import(importer=importer, imported=imported)
+    assert contract in _broken(changed)
+
+
+def _tool_only_modules(graph: grimp.ImportGraph) -> list[str]:
+    """Library modules that only the tools import (and no user is told to)."""
+    found = []
+    for name in sorted(graph.modules):
+        if name == "rlm_compat" or name == TOOLS or name.startswith(TOOLS + ".") or name in FOR_USERS_TOO:
+            continue
+        importers = graph.find_modules_that_directly_import(name)
+        if importers and all(i == TOOLS or i.startswith(TOOLS + ".") for i in importers):
+            found.append(name)
     return found
 
 
-def test_no_import_cycles() -> None:
-    modules = _modules()
-    graph = {name: _imports(name, path, modules) for name, path in modules.items()}
-    assert _cycles(graph) == []
+def test_no_library_module_is_there_for_the_tools_only(graph: grimp.ImportGraph) -> None:
+    """A module only the commands use belongs in the tools wing (so, say, rich stays the CLI's)."""
+    assert set(FOR_USERS_TOO) <= graph.modules
+    assert _tool_only_modules(graph) == []
 
 
-def test_the_cycle_finder_finds_cycles() -> None:
-    assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": set()}) == [["a", "b", "c"]]
+def test_the_tool_only_check_finds_a_tool_only_module(graph: grimp.ImportGraph) -> None:
+    changed = copy.deepcopy(graph)
+    changed.add_module("rlm_compat.record.for_the_view")
+    changed.add_import(importer="rlm_compat.tools.view.render", imported="rlm_compat.record.for_the_view")
+    assert _tool_only_modules(changed) == ["rlm_compat.record.for_the_view"]
+
+
+def test_only_the_tools_import_rich() -> None:
+    """rich is the ``[cli]`` extra: the library installs, imports and runs without it."""
+    with_externals = grimp.build_graph("rlm_compat", include_external_packages=True, cache_dir=None)
+    importers = with_externals.find_modules_that_directly_import("rich")
+    assert importers and all(name.startswith(TOOLS + ".") for name in importers), importers
+    project = tomllib.loads(PYPROJECT.read_text(encoding="utf-8"))["project"]
+    assert not [r for r in project["dependencies"] if r.startswith("rich")]
+    assert [r for r in project["optional-dependencies"]["cli"] if r.startswith("rich")]
 
 
 def test_both_runners_have_the_runner_interface() -> None:
@@ -92,12 +174,10 @@ def test_both_runners_have_the_runner_interface() -> None:
             assert inspect.signature(getattr(runner, name)) == signature, (runner, name)
 
 
-def test_the_worker_never_imports_the_facade() -> None:
-    modules = _modules()
-    worker = _imports(
-        "rlm_compat.sandbox.isolate.worker", modules["rlm_compat.sandbox.isolate.worker"], modules
-    )
-    assert "rlm_compat.repl" not in worker and "rlm_compat.core" not in worker
+def test_the_worker_never_imports_the_facade(graph: grimp.ImportGraph) -> None:
+    worker = "rlm_compat.sandbox.isolate.worker"
+    for facade in ("rlm_compat.repl", "rlm_compat.core", "rlm_compat"):
+        assert not graph.chain_exists(importer=worker, imported=facade), facade
 
 
 def test_error_texts_are_built_only_in_texts() -> None:
@@ -108,36 +188,6 @@ def test_error_texts_are_built_only_in_texts() -> None:
         if path.name != "texts.py" and "Execution error:" in path.read_text(encoding="utf-8")
     ]
     assert offenders == []
-
-
-# --- layers (docs/architecture.md draws them) ---------------------------------------------------
-
-
-def _importers_of(prefixes: tuple[str, ...], within: str) -> list[str]:
-    modules = _modules()
-    return sorted(
-        f"{name} imports {target}"
-        for name, path in modules.items()
-        if name == within or name.startswith(within + ".")
-        for target in _imports(name, path, modules)
-        if any(target == p or target.startswith(p + ".") for p in prefixes)
-    )
-
-
-def test_record_sits_below_the_loop() -> None:
-    """The observers hear events; they never reach back into the engine or the facade."""
-    assert (
-        _importers_of(("rlm_compat.core", "rlm_compat._loop", "rlm_compat.tools"), "rlm_compat.record") == []
-    )
-
-
-def test_the_engine_never_imports_the_facade_or_the_tools() -> None:
-    assert _importers_of(("rlm_compat.core", "rlm_compat.tools"), "rlm_compat._loop") == []
-
-
-def test_settings_never_import_the_engine() -> None:
-    """Settings are data the engine is built from: the arrow goes one way."""
-    assert _importers_of(("rlm_compat._loop", "rlm_compat.core"), "rlm_compat.settings") == []
 
 
 def _private_names_taken() -> list[str]:
@@ -199,12 +249,13 @@ def test_no_function_is_over_80_lines_without_a_reason_written_at_it() -> None:
     assert _long_functions_without_a_reason() == []
 
 
-def test_the_tools_import_only_the_librarys_public_modules() -> None:
+def test_the_tools_import_only_the_librarys_public_modules(graph: grimp.ImportGraph) -> None:
     """Tooling is a user of the library: a private module it needs gets a public home first."""
-    taken = _importers_of(tuple(_private_library_modules()), "rlm_compat.tools")
+    taken = sorted(
+        f"{importer} imports {imported}"
+        for importer in graph.modules
+        if importer.startswith(TOOLS + ".")
+        for imported in graph.find_modules_directly_imported_by(importer)
+        if not imported.startswith(TOOLS) and any(part.startswith("_") for part in imported.split(".")[1:])
+    )
     assert taken == []
-
-
-def _private_library_modules() -> list[str]:
-    names = [n for n in _modules() if not n.startswith("rlm_compat.tools")]
-    return [n for n in names if any(part.startswith("_") for part in n.split(".")[1:])]

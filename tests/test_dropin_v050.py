@@ -174,7 +174,7 @@ def test_rlm_takes_the_release_repl_keywords(monkeypatch: pytest.MonkeyPatch) ->
     import rlm_compat.core
     from rlm_compat import RLM
     from rlm_compat.clients import ScriptedClient
-    from rlm_compat.record.run_config import run_config
+    from rlm_compat.settings.run_config import run_config
 
     rlm = RLM(
         "m",

@@ -133,8 +133,8 @@ def test_child_rlm_inherits_options() -> None:
 
 
 def test_every_constructor_keyword_has_one_parameter_row_and_the_tables_derive_from_it() -> None:
-    from rlm_compat.record.run_config import run_config
     from rlm_compat.settings import PARAMETERS
+    from rlm_compat.settings.run_config import run_config
 
     params = set(inspect.signature(RLM.__init__).parameters) - {"self", "llm_kwargs"}
     assert params == set(PARAMETERS) == OWN_OPTIONS

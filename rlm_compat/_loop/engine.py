@@ -16,10 +16,10 @@ from ..errors import BudgetExceededError, MaxDepthError
 from ..events import RlmFailed, RlmFinished, RlmStarted, RunFailed, RunFinished, RunStarted
 from ..prompts import build_system_prompt
 from ..record import CompletionResult, FailedCompletionResult, Observer, Run, RunResult
-from ..record.run_config import run_config
 from ..record.trajectory import TrajectoryWriter
 from ..repl import REPLExecutor
 from ..settings import Settings
+from ..settings.run_config import run_config
 from ..types import Message
 from .final import FinalResolver, choose_resolver
 from .model_call import ModelCaller

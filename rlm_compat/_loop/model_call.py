@@ -25,8 +25,8 @@ from ..events import (
     ProviderResponseNormalized,
 )
 from ..record import Run, RunBudget
-from ..record.run_config import messages_digest
 from ..settings import Settings
+from ..settings.run_config import messages_digest
 from ..types import Message
 from .tally import Tally
 

@@ -12,7 +12,9 @@ Two subsystems, kept apart as RestrictedPython keeps its transformer and its gua
 At this level sits what both share and what callers see: :mod:`.runner` (the interface and the
 choice of runner), :mod:`.inline` (the step engine, run in the caller's thread or driven by the
 worker), :mod:`.hostcall` (host functions in the namespace), :mod:`.texts` (every observation
-text) and :mod:`.fences` (the fence rules, shared with the loop and the CPython reference).
+text), :mod:`.fences` (the fence rules, shared with the loop and the CPython reference) and
+:mod:`.repl_config` (the sandbox's configuration, :class:`ReplConfig` and its :class:`Limits`,
+re-exported by :mod:`rlm_compat.config` where users import it).
 
 Code outside the sandbox imports from here only. The names below are loaded on first use, so
 ``import rlm_compat`` pays only for what the facade needs (the host-call marker and the runner
@@ -24,6 +26,14 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from .hostcall import HostCall, host_call, namespace_listing
+from .repl_config import (
+    CONTEXT_SECONDS_PER_GB,
+    ISOLATIONS,
+    START_METHODS,
+    Limits,
+    ReplConfig,
+    WorkerResourceLimits,
+)
 from .runner import Runner, make_runner
 
 if TYPE_CHECKING:
@@ -69,11 +79,17 @@ def __dir__() -> list[str]:
 
 __all__ = [
     "ALLOWED_MODULES",
+    "CONTEXT_SECONDS_PER_GB",
+    "ISOLATIONS",
+    "START_METHODS",
     "HostCall",
     "InlineRunner",
+    "Limits",
     "ModuleProxy",
     "ProcessRunner",
+    "ReplConfig",
     "Runner",
+    "WorkerResourceLimits",
     "available_layers",
     "describe_host",
     "fenced_blocks",

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 from ..errors import FinalVarMissingError, REPLError, REPLSecurityError, REPLTimeoutError
 from .fences import describe_line
 from .hostcall import bounded_str
-from .isolate.rlimits import CONTEXT_ROOM, host_text_bytes
+from .repl_config import CONTEXT_ROOM, host_text_bytes
 from .restrict.context import LOCAL, ExecState, Session
 from .restrict.deadline import Deadline, run_with_deadline
 from .restrict.modules import proxy_for_module
@@ -32,7 +32,7 @@ from .restrict.violations import MemorySignal, SandboxViolation, TimeoutSignal
 from .texts import NO_CODE, Texts
 
 if TYPE_CHECKING:
-    from ..config import ReplConfig
+    from .repl_config import ReplConfig
 
 __all__ = ["InlineRunner", "is_real_interrupt"]
 

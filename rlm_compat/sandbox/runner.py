@@ -12,7 +12,7 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
-    from ..config import ReplConfig
+    from .repl_config import ReplConfig
 
 __all__ = ["Runner", "make_runner"]
 

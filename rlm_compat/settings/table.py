@@ -10,15 +10,14 @@ import os
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Generic, TypeVar, overload
 
-from .._releases import Release, r050, select_release
-from .._releases.r050.executor import DEFAULT_SNAPSHOT_BYTES, check_snapshot_bytes
-from ..compat import ApiSemantics
-from ..config import CONTEXT_SECONDS_PER_GB, ISOLATIONS, Limits, ReplConfig, WorkerResourceLimits
+from .._releases import ApiSemantics, Release, r050, select_release
+from .._releases.r050 import DEFAULT_SNAPSHOT_BYTES, check_snapshot_bytes
 from ..errors import ConfigurationError
 from ..profiles import Profile, resolve_profile
 from ..record.budget import RunBudget
 from ..record.run import Observer
 from ..retry import RetryPolicy
+from ..sandbox import CONTEXT_SECONDS_PER_GB, ISOLATIONS, Limits, ReplConfig, WorkerResourceLimits
 from .declare import (
     RECORD_VALUE,
     REQUIRED,

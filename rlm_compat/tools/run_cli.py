@@ -121,6 +121,9 @@ def run_command(args: argparse.Namespace) -> int:
     mode = args.progress
     if mode == "auto":
         mode = "live" if _is_terminal(sys.stderr) else "plain"
+    if mode == "live" and importlib.util.find_spec("rich") is None:
+        missing = ToolUsageError("--progress live draws with rich: pip install 'rlm-compat[cli]'")
+        return _fail(args, ExitCode.BAD_INPUT, missing, None, None)
     try:
         with _progress(rlm, mode):
             _quiet_litellm()
@@ -177,7 +180,7 @@ def _build_rlm(args: argparse.Namespace) -> Any:
 def _progress(rlm: Any, mode: str) -> Iterator[None]:
     """Attach the progress observer for ``mode`` to ``rlm`` for the duration of the run."""
     if mode == "live":
-        from ..record.live import LiveProgress
+        from .runs.live import LiveProgress
 
         with LiveProgress(sys.stderr) as live:  # it also sends stray stdout writes above the status
             rlm.observers.append(live)

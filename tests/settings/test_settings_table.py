@@ -23,8 +23,8 @@ from rlm_compat.clients import ScriptedClient
 from rlm_compat.errors import ConfigurationError
 from rlm_compat.events import ReplStep
 from rlm_compat.options import OWN_OPTIONS, RELEASE_050_OPTIONS
-from rlm_compat.record.run_config import run_config
 from rlm_compat.settings import FOLDED, KEPT, PARAMETERS, RECORDED, REQUIRED, Settings
+from rlm_compat.settings.run_config import run_config
 from rlm_compat.testing import ScriptedChatServer
 from rlm_compat.tools.cli import main
 

@@ -166,7 +166,7 @@ def test_doctor_command_runs_a_file(tmp_path: os.PathLike[str]) -> None:
 
 def test_the_run_record_names_the_active_layers(monkeypatch: pytest.MonkeyPatch) -> None:
     from rlm_compat import RLM
-    from rlm_compat.record.run_config import run_config
+    from rlm_compat.settings.run_config import run_config
 
     def config(isolation: str) -> dict[str, object]:
         rlm = RLM("m", isolation=isolation)

@@ -242,6 +242,20 @@ def test_bad_flag_value_is_bad_input(capsys: pytest.CaptureFixture[str]) -> None
     assert "max_calls must be a positive number" in capsys.readouterr().err
 
 
+def test_live_progress_without_rich_is_a_usage_error_naming_the_extra(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """rich is the ``[cli]`` extra, not the library's: an install without it says what to add."""
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util, "find_spec", lambda name, *a: None if name == "rich" else real(name, *a)
+    )
+    assert main(["run", "q", "--context", "c", "--model", "m", "--progress", "live"]) == ExitCode.BAD_INPUT
+    assert "pip install 'rlm-compat[cli]'" in capsys.readouterr().err
+
+
 def test_exit_codes_are_distinct_and_classified() -> None:
     codes = [int(c) for c in ExitCode]
     assert len(codes) == len(set(codes))
@@ -443,7 +457,7 @@ def test_directory_symlinks_are_not_followed(tmp_path: Path) -> None:
 
 def test_run_progress_follows_depth_calls_and_iterations(chat_server: ServerFactory) -> None:
     from rlm_compat import RLM
-    from rlm_compat.record.live import RunProgress
+    from rlm_compat.tools.runs.live import RunProgress
 
     def reply(request: dict[str, object]) -> str:
         messages = request["messages"]

@@ -12,10 +12,12 @@ its option table (tagged :data:`NAME` in :data:`rlm_compat.settings.PARAMETERS`)
 defaults (retry policy, prompt version, messages) are its data, :data:`PRESET`.
 
 Its code: :mod:`.directive` (the standalone-directive parser, ``rlm.parser`` under the 0.5
-preset), :mod:`.trajectory_shape` (the event shape), :mod:`.executor` (the executor behind
-0.5.0's ``REPLExecutor`` constructor, ``rlm.repl``). :mod:`rlm_compat.parser_v050`,
-:mod:`rlm_compat.repl_v050` and :mod:`rlm_compat.record.shape_v050` re-export them under the
-names users and 0.5.0's tests import.
+preset), :mod:`.trajectory_shape` (the event shape) and :data:`DEFAULT_SNAPSHOT_BYTES` /
+:func:`check_snapshot_bytes` (the cap of 0.5.0's ``env`` snapshot, an option too).
+:mod:`rlm_compat.parser_v050` and :mod:`rlm_compat.record.shape_v050` re-export them under the
+names users and 0.5.0's tests import; the executor behind 0.5.0's ``REPLExecutor`` constructor
+(``rlm.repl``) is :mod:`rlm_compat.repl_v050`, above :mod:`rlm_compat.repl` (a release's package
+never imports the executor, so declaring options loads no REPL).
 """
 
 from __future__ import annotations
@@ -23,12 +25,22 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, TypeGuard
 
+from ...errors import ConfigurationError
 from ...parser import FinalResolution
 from ..contract import ApiSemantics, register
 from . import directive
 from .trajectory_shape import ReleaseShaper
 
-__all__ = ["NAME", "PRESET", "answer_dict", "answer_ready", "final_rule", "shaper"]
+__all__ = [
+    "DEFAULT_SNAPSHOT_BYTES",
+    "NAME",
+    "PRESET",
+    "answer_dict",
+    "answer_ready",
+    "check_snapshot_bytes",
+    "final_rule",
+    "shaper",
+]
 
 NAME = "0.5.0"
 PRESET = register(
@@ -90,3 +102,14 @@ def answer_ready(published: Any) -> TypeGuard[dict[str, Any]]:
 def shaper(*, capture: bool, max_retries: int) -> ReleaseShaper:
     """The converter of a run's events into 0.5.0's trajectory shape."""
     return ReleaseShaper(capture=capture, max_attempts=1 + max_retries)
+
+
+DEFAULT_SNAPSHOT_BYTES = 1_000_000
+"""0.5.0's ``max_snapshot_bytes`` default: what of the session's plain data ``env`` gets back."""
+
+
+def check_snapshot_bytes(keyword: str, value: Any) -> int:
+    """0.5.0's snapshot cap, checked: a positive int (ConfigurationError naming ``keyword``)."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ConfigurationError(f"{keyword} must be an integer >= 1 (bytes), not {value!r}")
+    return value

@@ -50,7 +50,7 @@ from . import mapped, replies, wire
 from .channel import PROTOCOL, Channel, ChannelClosed, ChannelTimeout, MessageTooLarge
 
 if TYPE_CHECKING:
-    from ...config import ReplConfig
+    from ..repl_config import ReplConfig
     from .spawn import WorkerHandle
 
 __all__ = ["ENTRY_ENV", "KILL_GRACE", "STATES", "ProcessRunner", "WorkerObject"]

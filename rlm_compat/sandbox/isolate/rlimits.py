@@ -17,8 +17,10 @@ from typing import TYPE_CHECKING
 if sys.platform != "win32":
     import resource
 
+from ..repl_config import CONTEXT_ROOM
+
 if TYPE_CHECKING:
-    from ...config import Limits
+    from ..repl_config import Limits
 
 __all__ = [
     "CONTEXT_ROOM",
@@ -31,27 +33,6 @@ __all__ = [
     "set_address_space",
     "set_cpu",
 ]
-
-CONTEXT_ROOM = 8
-"""Memory a step gets per byte of text the host sent (the context), beyond ``Limits.memory_mb``.
-
-Python objects are big next to the text they hold: splitting a log into its lines of ~90
-characters takes about 1.6 times the text, into lines of ~30 about 3 times, into words about 10
-times (a ``str`` object of ~50 bytes plus a pointer per piece). So the default limits follow
-the context, in a worker and inline alike, instead of failing on a big context where plain
-Python succeeds; a runaway allocation is still stopped (the allowance is finite, and one huge
-request fails at once)."""
-HOST_TEXT_MIN = 1 << 20
-"""Only texts at least this long count as the context for :data:`CONTEXT_ROOM` (inline)."""
-
-
-def host_text_bytes(env: dict[str, object]) -> int:
-    """Bytes of the big ``str`` / ``bytes`` values in ``env`` (what the inline guard adds room for)."""
-    total = 0
-    for value in env.values():
-        if type(value) in (str, bytes) and len(value) >= HOST_TEXT_MIN:  # type: ignore[arg-type]
-            total += len(value)  # type: ignore[arg-type]
-    return total
 
 
 def _set_soft(which: int, soft: int) -> None:

@@ -40,9 +40,9 @@ import weakref
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from ...config import START_METHODS, Limits
 from ...environments import LocalExecutionEnvironment
 from ...errors import ConfigurationError
+from ..repl_config import START_METHODS, Limits
 from . import launcher
 from .hardening import DISABLE_ENV
 from .rlimits import cap_address_space, cap_cpu, current_address_space

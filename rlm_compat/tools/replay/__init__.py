@@ -1,7 +1,8 @@
 """Replay: re-execute a recorded run's code under any profile (:mod:`.replayer`), read other
 implementations' trajectory logs (:mod:`.foreign`), and ``rlm-compat replay`` (:mod:`.replay_cli`).
 
-The recorded runs themselves (:mod:`rlm_compat.record.steps`) belong to the library; replay only reads them.
+The recorded runs themselves (:mod:`rlm_compat.tools.runs.steps`) are shared with the view; replay
+only reads them.
 """
 
 from __future__ import annotations

@@ -43,7 +43,7 @@ from pathlib import Path
 from typing import Any
 
 from ...errors import TrajectoryError
-from ...record.steps import RecordedNode, RecordedRun, RecordedStep, RecordedTurn
+from ..runs.steps import RecordedNode, RecordedRun, RecordedStep, RecordedTurn
 
 __all__ = [
     "APP_FORMATS",

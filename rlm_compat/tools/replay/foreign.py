@@ -40,7 +40,8 @@ from pathlib import Path
 from typing import Any
 
 from ...errors import TrajectoryError
-from ...record.steps import (
+from ...record.trajectory import SCHEMA_NAME, json_lines
+from ..runs.steps import (
     RecordedNode,
     RecordedRun,
     RecordedStep,
@@ -48,7 +49,6 @@ from ...record.steps import (
     RecordedTurn,
     from_trajectory,
 )
-from ...record.trajectory import SCHEMA_NAME, json_lines
 from .app_logs import (
     APP_FORMATS,
     detect_app_format,

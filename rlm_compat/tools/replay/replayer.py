@@ -33,7 +33,6 @@ from ...compat import ApiSemantics, resolve_api, select_release
 from ...config import ReplConfig
 from ...errors import LLMCallError, TrajectoryError
 from ...profiles import Profile, resolve_profile
-from ...record.steps import RecordedNode, RecordedRun, RecordedStep, RecordedSubcall
 from ...repl import REPLExecutor
 from ...repl_namespace import (  # the loop's namespace and argument checks: replay's code sees the same
     DEPTH_TEXT,
@@ -44,6 +43,7 @@ from ...repl_namespace import (  # the loop's namespace and argument checks: rep
     texts,
 )
 from ...sandbox import host_call
+from ..runs.steps import RecordedNode, RecordedRun, RecordedStep, RecordedSubcall
 
 __all__ = ["ReplayReport", "StepOutcome", "replay", "replay_profile"]
 

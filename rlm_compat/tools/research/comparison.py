@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import importlib.util
 import json
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
@@ -114,7 +115,7 @@ def write_outputs(
 
 @contextlib.contextmanager
 def _progress(show: bool, *, total: int, done: int) -> Iterator[Callable[[RunRecord], None]]:
-    if not show:
+    if not show or importlib.util.find_spec("rich") is None:  # the bar is rlm-compat[cli]'s
         yield lambda record: None
         return
     from rich.console import Console

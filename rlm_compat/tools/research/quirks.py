@@ -29,9 +29,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from ...profiles import QUIRKS
-from ...record.steps import RecordedRun
 from ..replay.foreign import load_run
 from ..replay.replayer import ReplayReport, replay
+from ..runs.steps import RecordedRun
 
 __all__ = ["QuirkCost", "QuirkTable", "quirk_table"]
 

@@ -163,7 +163,6 @@ def test_the_snapshot_cap_sizes_only_what_the_step_changed(monkeypatch: pytest.M
     import pickle as real_pickle
 
     from rlm_compat import repl_v050
-    from rlm_compat._releases.r050 import executor
 
     sized: list[int] = []
 
@@ -175,7 +174,7 @@ def test_the_snapshot_cap_sizes_only_what_the_step_changed(monkeypatch: pytest.M
             sized.append(len(value) if isinstance(value, list) else 1)
             return real_pickle.dumps(value, protocol=protocol)
 
-    monkeypatch.setattr(executor, "pickle", CountingPickle)
+    monkeypatch.setattr(repl_v050, "pickle", CountingPickle)
     with repl_v050.REPLExecutor(timeout=30, max_snapshot_bytes=10_000) as repl:
         env: dict[str, Any] = {}
         repl.execute("lines = list(range(200_000))\nsmall = [1, 2]", env)

@@ -19,11 +19,17 @@ from locations import DATA
 
 from rlm_compat import RLM
 from rlm_compat.errors import TrajectoryError
-from rlm_compat.record.steps import RecordedNode, RecordedRun, RecordedStep, RecordedSubcall, from_trajectory
 from rlm_compat.testing import ErrorReply, ScriptedChatServer
 from rlm_compat.tools.cli import main
 from rlm_compat.tools.replay.foreign import detect_format, load_run
 from rlm_compat.tools.replay.replayer import replay
+from rlm_compat.tools.runs.steps import (
+    RecordedNode,
+    RecordedRun,
+    RecordedStep,
+    RecordedSubcall,
+    from_trajectory,
+)
 
 ServerFactory = Callable[..., ScriptedChatServer]
 DATA = DATA / "replay"

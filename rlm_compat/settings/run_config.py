@@ -16,8 +16,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from ..clients import jsonable as _jsonable
-from ..settings import RECORDED, Settings
 from ..types import Message
+from .table import RECORDED, Settings
 
 __all__ = ["messages_digest", "run_config"]
 

@@ -15,7 +15,7 @@ import time
 from types import TracebackType
 from typing import Any, TextIO
 
-from ..events import (
+from ...events import (
     ModelCallFailed,
     ModelCallFinished,
     ModelCallStarted,
@@ -27,7 +27,7 @@ from ..events import (
     RunStarted,
     TrajectoryEvent,
 )
-from .progress import format_event
+from ...record.progress import format_event
 
 __all__ = ["LiveProgress", "RunProgress"]
 

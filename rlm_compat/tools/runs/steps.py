@@ -15,8 +15,8 @@ import os
 from dataclasses import dataclass
 from typing import Any
 
-from ..errors import TrajectoryError
-from .trajectory import SCHEMA_NAME, SCHEMA_VERSION, read_trajectory_lines
+from ...errors import TrajectoryError
+from ...record.trajectory import SCHEMA_NAME, SCHEMA_VERSION, read_trajectory_lines
 
 __all__ = [
     "RecordedNode",
