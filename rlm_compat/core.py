@@ -156,7 +156,7 @@ class RLM:
 
         Raises MaxDepthError when this RLM sits at ``max_depth``, MaxIterationsError when
         ``max_iterations`` model calls pass without a final answer, BudgetExceededError when a
-        ``max_total_*`` limit is spent. The run's record is kept in :attr:`last_run`.
+        ``max_total_*`` limit is spent. The run's record is kept in ``last_run``.
         """
         result = await self.acomplete_result(query, context, **kwargs)
         return result.answer
