@@ -133,7 +133,7 @@ class RLM:
             retry_switch_to_replacements=self.settings.release.retry_switch_to_replacements,
         )
         if client is None and completion_handler is None and isinstance(litellm, LazyModule):
-            litellm.prefetch()  # the first model call then finds litellm imported (issue 26)
+            litellm.prefetch()  # the first model call then finds litellm imported
         self.observers: list[Observer] = list(self.settings.observers)
         """Called with every event of each run; appendable after construction (the CLI adds its
         progress display this way)."""
