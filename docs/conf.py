@@ -10,6 +10,7 @@ packages cannot resolve; :data:`nitpick_ignore_regex` lists exactly those namesp
 
 from __future__ import annotations
 
+import functools
 import importlib
 import pkgutil
 import re
@@ -144,9 +145,8 @@ def _import_name(parts: list[str]) -> Any:
     if not parts or parts[0] != "rlm_compat":
         return _MISSING
     for cut in range(len(parts), 0, -1):
-        try:
-            obj: Any = importlib.import_module(".".join(parts[:cut]))
-        except ImportError:
+        obj = _module(".".join(parts[:cut]))
+        if obj is None:
             continue
         for attr in parts[cut:]:
             obj = getattr(obj, attr, _MISSING)
@@ -154,6 +154,15 @@ def _import_name(parts: list[str]) -> Any:
                 return _MISSING
         return obj
     return _MISSING
+
+
+@functools.cache
+def _module(name: str) -> Any:
+    """The module ``name``, or None: each name tried once (most references name no module)."""
+    try:
+        return importlib.import_module(name)
+    except ImportError:
+        return None
 
 
 def _canonical(domain: Any, obj: Any) -> str | None:
@@ -166,10 +175,22 @@ def _canonical(domain: Any, obj: Any) -> str | None:
     module, qualname = getattr(obj, "__module__", None), getattr(obj, "__qualname__", None)
     if isinstance(module, str) and isinstance(qualname, str) and not isinstance(obj, (str, int)):
         return f"{module}.{qualname}"
-    for name, entry in domain.objects.items():
-        if entry.objtype == "data" and _import_name(name.split(".")) is obj:
-            return str(name)
-    return None
+    return _documented_data(domain).get(id(obj))
+
+
+_DATA: dict[int, str] = {}
+
+
+def _documented_data(domain: Any) -> dict[int, str]:
+    """``id(value) -> name`` of every documented module constant, made once per build (the write
+    phase, when every object is known)."""
+    if not _DATA:
+        for name, entry in domain.objects.items():
+            if entry.objtype == "data":
+                value = _import_name(name.split("."))
+                if value is not _MISSING:
+                    _DATA.setdefault(id(value), str(name))
+    return _DATA
 
 
 def setup(app: Sphinx) -> dict[str, Any]:
