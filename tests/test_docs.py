@@ -21,9 +21,7 @@ ISSUE_REFERENCE = re.compile(r"\bissues? #?\d+", re.IGNORECASE)
 
 
 def _texts() -> list[Path]:
-    return sorted(
-        [ROOT / "README.md", *(ROOT / "docs").rglob("*.md"), *(ROOT / "rlm_compat").rglob("*.py")]
-    )
+    return sorted([ROOT / "README.md", *(ROOT / "docs").rglob("*.md"), *(ROOT / "rlm_compat").rglob("*.py")])
 
 
 def test_no_reference_to_the_private_tracker() -> None:
