@@ -39,7 +39,7 @@ html_static_path: list[str] = []
 nitpicky = True
 myst_heading_anchors = 4
 # a literal block that is not valid in its language (a JSON sample with "..."): not a stale reference
-suppress_warnings = ["myst.header", "misc.highlighting_failure"]
+suppress_warnings = ["misc.highlighting_failure"]
 autodoc_default_options = {"members": True, "show-inheritance": True, "ignore-module-all": True}
 autodoc_member_order = "bysource"
 autodoc_typehints = "signature"
