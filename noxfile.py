@@ -91,6 +91,16 @@ def tests(session: nox.Session) -> None:
     session.run("python", "-m", "pytest", *session.posargs)
 
 
+@nox.session
+def docs(session: nox.Session) -> None:
+    """The API reference and docs/ pages with warnings as errors (what .ci/run checks), built in
+    a fresh venv of nox's own Python into the session's temporary directory (or the one given)."""
+    session.env["PIP_DISABLE_PIP_VERSION_CHECK"] = "1"
+    session.install("-q", "-e", ".[docs]")
+    out = session.posargs[0] if session.posargs else str(Path(session.create_tmp()) / "html")
+    session.run("python", "-m", "sphinx", "-q", "-W", "--keep-going", "-n", "-b", "html", "docs", out)
+
+
 def _floor_script() -> Any:
     spec = importlib.util.spec_from_file_location(
         "dependency_floor", Path(__file__).parent / "scripts" / "dependency_floor.py"

@@ -14,11 +14,13 @@ logging.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
+import sys
 import threading
-from collections.abc import Awaitable, Callable, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
@@ -122,19 +124,42 @@ class LiteLLMClient:
     def _cost(self, response: Any) -> float | None:
         """litellm's estimate from its bundled price map; None for models it has no price for.
 
-        litellm attaches it to the response; a response without it (a custom handler's, an
-        older litellm's) is priced with ``litellm.completion_cost``, which refuses unknown models.
+        litellm attaches it to the response (``response_cost``, None when it found no price: then
+        nothing more is asked). A response without it (a custom handler's, an older litellm's) is
+        priced with ``litellm.completion_cost``, which refuses unknown models and, on the way, prints
+        a red "Provider List" banner on stdout: it is called with litellm's ``suppress_debug_info``
+        on, so nothing of litellm's reaches a user's program's stdout.
         """
         hidden = getattr(response, "_hidden_params", None)
-        cost = hidden.get("response_cost") if isinstance(hidden, dict) else None
-        if cost is None:
+        if isinstance(hidden, dict) and "response_cost" in hidden:
+            cost = hidden["response_cost"]
+        else:
             try:
-                cost = self._module().completion_cost(completion_response=response)
+                price = self._module().completion_cost  # loads litellm (or is the patched one)
+                with _litellm_quiet():
+                    cost = price(completion_response=response)
             except Exception:  # litellm raises assorted errors for unpriced models
                 return None
         if isinstance(cost, (int, float)) and not isinstance(cost, bool):
             return float(cost)
         return None
+
+
+@contextlib.contextmanager
+def _litellm_quiet() -> Iterator[None]:
+    """litellm's ``suppress_debug_info`` on for the block, then back to what it was. Set on the
+    real module, where litellm reads it (the patch point is a proxy that keeps writes to itself);
+    the block is synchronous, so no other task of the event loop runs with the flag changed."""
+    litellm: Any = sys.modules.get("litellm")
+    if litellm is None:
+        yield
+        return
+    before = litellm.suppress_debug_info
+    litellm.suppress_debug_info = True
+    try:
+        yield
+    finally:
+        litellm.suppress_debug_info = before
 
 
 def _overridden(module: Any, name: str) -> bool:

@@ -133,7 +133,7 @@ class RLM:
             retry_switch_to_replacements=self.settings.release.retry_switch_to_replacements,
         )
         if client is None and completion_handler is None and isinstance(litellm, LazyModule):
-            litellm.prefetch()  # the first model call then finds litellm imported (issue 26)
+            litellm.prefetch()  # the first model call then finds litellm imported
         self.observers: list[Observer] = list(self.settings.observers)
         """Called with every event of each run; appendable after construction (the CLI adds its
         progress display this way)."""
@@ -156,7 +156,7 @@ class RLM:
 
         Raises MaxDepthError when this RLM sits at ``max_depth``, MaxIterationsError when
         ``max_iterations`` model calls pass without a final answer, BudgetExceededError when a
-        ``max_total_*`` limit is spent. The run's record is kept in :attr:`last_run`.
+        ``max_total_*`` limit is spent. The run's record is kept in ``last_run``.
         """
         result = await self.acomplete_result(query, context, **kwargs)
         return result.answer

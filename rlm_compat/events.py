@@ -5,8 +5,8 @@ writer, the tree-wide stats, the budget guard, a progress display, a user's ``on
 observer of the same stream (:mod:`rlm_compat.record`). Each kind is its own frozen dataclass with
 typed fields; every event also carries the envelope recursive-llm 0.5.0 gives its
 ``TrajectoryEvent``: ``sequence``, ``kind``, ``elapsed_seconds``, ``depth``, ``node_id`` and
-``parent_id``, with the kind-specific fields as ``data``. The JSON form (:meth:`to_dict`) is the
-trajectory line format documented in docs/trajectory.md.
+``parent_id``, with the kind-specific fields as ``data``. The JSON form
+(:meth:`TrajectoryEvent.to_dict`) is the trajectory line format documented in docs/trajectory.md.
 
 Node ids name the tree: ``rlm-N`` for an RLM (the root, or a child from ``recursive_llm`` /
 ``rlm_query``), ``call-N`` for one model call; a call's ``parent_id`` is the RLM that made it, a

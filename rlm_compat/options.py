@@ -11,7 +11,8 @@ classified:
 - ``provider_options={...}``: the documented way to pass anything else (provider-specific
   settings such as ``vertex_project``): forwarded verbatim, unchecked;
 - ``api=...``: the :class:`~rlm_compat.compat.ApiSemantics` preset;
-- a recursive-llm 0.5.0 option this build does not implement: :class:`UnsupportedOptionError`;
+- a recursive-llm 0.5.0 option (every one is an ``RLM`` parameter here) passed per model call,
+  where it cannot act: :class:`UnsupportedOptionError`;
 - a retry count for the provider SDK (litellm's ``num_retries``, a per-call ``max_retries``), even
   inside ``provider_options``: :class:`UnsupportedOptionError` — the RLM makes its retries itself,
   each attempt a counted, budgeted, recorded call, and SDK retries behind it would be invisible;

@@ -8,7 +8,7 @@ The fixed parser (:func:`resolve_final`, used by profile ``fixed`` after the res
 follows Python's own rules instead: a directive is a statement, its argument is read by ``ast``, and
 a run ends only when the model clearly meant it to (docs/parser.md has the table):
 
-* Fenced blocks (```` ``` ```` or ``~~~``, any info string) are code: a directive counts when it is the
+* Fenced blocks (three backticks or ``~~~``, any info string) are code: a directive counts when it is the
   first token of a logical line, no deeper indented than the block's first line (so ``if ok:
   FINAL(x)`` and function bodies, which may not have run, never end a run). Strings and comments are
   ignored; a closing fence inside a triple-quoted string does not end the block.

@@ -78,7 +78,7 @@ class Profile:
     """Last line shown when it contains none of ``= import def class if for while with`` as substrings,
     and it is evaluated a second time (restricted, never a plain eval)."""
     first_fence_only: bool = False
-    """Only the first fenced block runs, ```` ```python ```` preferred; other tags are executed as code."""
+    """Only the first fenced block runs, one tagged ``python`` preferred; other tags are executed as code."""
     upstream_error_text: bool = False
     """Errors read ``Execution error: {message}`` (compile errors wrapped twice), without type or line."""
 

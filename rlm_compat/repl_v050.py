@@ -21,7 +21,7 @@ the ones the step changed (the worker says which) are sized again.
 ``_extract_code``, ``_is_picklable``) that its own tests import at module level. They exist here
 only so that importing works; each one refuses to run with an
 :class:`~rlm_compat.errors.UnsupportedOptionError` naming what to use instead, and the tests
-exercising them are listed out of scope (``rlm_compat/dropin_out_of_scope.toml``).
+exercising them are listed out of scope (``rlm_compat/tools/dropin_out_of_scope.toml``).
 """
 
 from __future__ import annotations

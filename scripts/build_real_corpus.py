@@ -1,12 +1,21 @@
-"""Rebuild real_corpus/steps.jsonl from the sources listed in real_corpus/SOURCES.json.
+r"""Rebuild real_corpus/steps.jsonl from the sources listed in real_corpus/SOURCES.json.
 
 Usage::
 
     python scripts/build_real_corpus.py SOURCES_DIR [--out real_corpus/steps.jsonl]
 
-``SOURCES_DIR`` holds one git repository per source, named ``owner+name`` (the layout the
-research tools' ``fetch`` leaves under /work/.mirror: ``owner+name/repo``), or a plain clone
-named ``owner+name``. Each listed file is read at its commit with ``git show`` (nothing is
+``SOURCES_DIR`` holds one git repository per source of SOURCES.json, named ``owner+name``: a
+full clone from GitHub (the listed commits must be in it, so not ``--depth 1``), or a bare
+repository at ``owner+name`` or ``owner+name/repo``. To make one from scratch::
+
+    mkdir sources
+    for repo in $(python -c "import json; print(*(s['repo'] for s in
+                  json.load(open('real_corpus/SOURCES.json'))['sources']))"); do
+        git clone -q "https://github.com/$repo" "sources/${repo/\//+}"
+    done
+    python scripts/build_real_corpus.py sources
+
+Each listed file is read at its commit with ``git show`` (nothing is
 checked out, nothing is run) and every code step in it becomes one JSON record with its
 provenance (source, commit, path, model, licence) and how its environment is reconstructed for
 replay. A run whose code steps repeat another run's exactly (a log copied to a second folder)

@@ -277,3 +277,42 @@ def test_fixed_with_minimal_env_answers_when_only_the_directive_failed(chat_serv
     # no callable FINAL_VAR: executing the directive is the step's only error, after x was set
     server = chat_server(["x = context.upper()\nFINAL_VAR(x)"])
     assert make(server, profile="fixed-with:minimal_env").complete("q", "abc") == "ABC"
+
+
+UNPRICED = "openai/no-price-for-this-model"  # a model litellm's bundled price map does not know
+
+
+def test_an_unpriced_model_prints_nothing_of_litellms_on_stdout(
+    chat_server: ServerFactory, capfd: pytest.CaptureFixture[str]
+) -> None:
+    # used as a library: litellm prices every reply, and asked about an unknown model it printed a
+    # red "Provider List: ..." on the program's stdout (file descriptor 1, captured here)
+    server = chat_server(["```python\nn = len(context)\n```", "FINAL_VAR(n)"])
+    rlm = make(server, model=UNPRICED)
+    capfd.readouterr()
+    assert rlm.complete("how long?", "abcd") == "4"
+    out, _ = capfd.readouterr()
+    assert out == "", out
+    assert rlm.stats["llm_calls"] == 2
+
+
+def test_a_handlers_unpriced_reply_is_priced_quietly(
+    chat_server: ServerFactory, capfd: pytest.CaptureFixture[str]
+) -> None:
+    # a completion_handler's plain-dict reply has no cost attached: rlm_compat asks
+    # litellm.completion_cost itself, the path that printed the banner
+    import litellm
+
+    server = chat_server(['FINAL("done")'])
+
+    async def handler(**kwargs: Any) -> dict[str, Any]:
+        reply = await litellm.acompletion(**kwargs)
+        return dict(reply.model_dump())
+
+    before = litellm.suppress_debug_info
+    rlm = make(server, model=UNPRICED, completion_handler=handler)
+    capfd.readouterr()
+    assert rlm.complete("q", "c") == "done"
+    out, _ = capfd.readouterr()
+    assert out == "", out
+    assert litellm.suppress_debug_info is before  # the user's setting, back as it was

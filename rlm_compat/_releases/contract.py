@@ -89,7 +89,7 @@ class ApiSemantics:
     prompt alone."""
     leaf_with_context: str = "{query}\n\n{context}"
     """A plain sub-call's user message for a query over a context (0.5.0:
-    ``"Task:\n{query}\n\nContext:\n{context}"``); a query without context is sent alone."""
+    ``"Task:\\n{query}\\n\\nContext:\\n{context}"``); a query without context is sent alone."""
     trajectory_shape: str = "rlm_compat"
     """What ``result.trajectory`` and event handlers receive: ``"rlm_compat"``, the typed events
     of docs/trajectory.md; ``"0.5"``, 0.5.0's field names with texts redacted unless asked for

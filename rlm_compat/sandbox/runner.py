@@ -1,7 +1,7 @@
 """One interface for every place model code can run, and the choice between them.
 
 A runner executes the steps of REPL sessions: :class:`~.inline.InlineRunner` in the calling
-thread, :class:`~.process.ProcessRunner` in a killable worker process per session. Both take the
+thread, :class:`~.isolate.process.ProcessRunner` in a killable worker process per session. Both take the
 whole :class:`~rlm_compat.config.ReplConfig`, answer with the same texts
 (:mod:`.texts`) and raise the same REPLError subclasses; callers never ask which one they have.
 """

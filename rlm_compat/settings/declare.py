@@ -57,7 +57,9 @@ _NO_CONST: Any = object()
 class Flag:
     """How ``rlm-compat run`` offers a keyword: its help group, and a name when not the keyword's.
 
-    ``const`` makes it a switch storing that value; ``choices`` limits its values.
+    ``const`` makes it a switch storing that value; ``choices`` limits its values. ``help``: the
+    flag's own help where the keyword's doc would mislead (a switch that sets the keyword to False
+    describes what the switch does, not what the keyword keeps).
     """
 
     group: str
@@ -65,6 +67,7 @@ class Flag:
     const: Any = _NO_CONST
     choices: tuple[str, ...] | None = None
     required: bool = False
+    help: str | None = None
 
     def option_string(self, keyword: str) -> str:
         return self.name or "--" + keyword.strip("_").replace("_", "-")

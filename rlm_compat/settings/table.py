@@ -161,7 +161,12 @@ class Settings:
         "bool | None",
         release=_050,
         check=release_default(lambda r: r.capture_trajectory_content_default, lambda v, ctx: bool(v)),
-        flag=Flag("output", name="--redact-trajectory", const=False),
+        flag=Flag(
+            "output",
+            name="--redact-trajectory",
+            const=False,
+            help="the trajectory keeps each prompt's and answer's length, not its text",
+        ),
     )
     final_answer_validator: Callable[[str], str | None] | None = option(
         "a check that may reject the root's final answer: None accepts, a reason is shown to the "
@@ -252,8 +257,9 @@ FOLDED: Mapping[str, Parameter] = {
         flag=Flag("loop"),
     ),
     "isolation": Parameter(
-        "where model code runs: process (a killable, hardened worker; profile fixed's default) or "
-        "inline (this process; profile upstream's); default $RLM_COMPAT_ISOLATION or the profile's",
+        "where model code runs: process (a killable, hardened worker; the default of both profiles) "
+        "or inline (this process, as 2fb46cc ran it); default $RLM_COMPAT_ISOLATION, else process "
+        "(inline only under a profile with the inline_by_default switch on)",
         "str | None",
         record=lambda s: str(s.repl.isolation),
         flag=Flag("loop", choices=ISOLATIONS),

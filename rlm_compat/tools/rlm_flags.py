@@ -33,7 +33,8 @@ def add_rlm_flags(
     """One flag per keyword of ``groups`` that declares one (``exclude``: keywords left out).
 
     Each flag stores None unless given (the RLM, or the caller, decides the default); its help
-    is the keyword's doc. Returns the argument groups by key.
+    is the flag's own (:attr:`~rlm_compat.settings.declare.Flag.help`) or else the keyword's doc.
+    Returns the argument groups by key.
     """
     made = {key: p.add_argument_group(GROUPS[key]) for key in groups}
     for name, row in PARAMETERS.items():
@@ -43,7 +44,12 @@ def add_rlm_flags(
         option = flag.option_string(name)
         if flag.is_switch:
             made[flag.group].add_argument(
-                option, dest=name, action="store_const", const=flag.const, default=None, help=row.doc
+                option,
+                dest=name,
+                action="store_const",
+                const=flag.const,
+                default=None,
+                help=flag.help or row.doc,
             )
             continue
         shown = "" if row.default in (None, REQUIRED) else f" (default {row.default})"
@@ -55,7 +61,7 @@ def add_rlm_flags(
             required=flag.required,
             default=None,
             metavar=None if flag.choices else name.upper(),
-            help=row.doc + shown,
+            help=(flag.help or row.doc) + shown,
         )
     return made
 

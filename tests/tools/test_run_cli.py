@@ -487,3 +487,31 @@ def test_terminal_screen_applies_redraws() -> None:
     assert terminal_screen(raw) == ["step line", "done"]
     assert terminal_screen("one\r\ntwo\r\n\x1b[1A\x1b[2Knew") == ["one", "new"]
     assert terminal_screen("one\r\ntwo\x1b[1A\rONE") == ["ONE", "two"]
+
+
+def test_a_run_replays_from_its_own_context_directory(
+    chat_server: ServerFactory,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # `replay --context-file` takes what `run --context-file` took (it refused a directory)
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    (logs / "app.log").write_text("ERROR one\nok\n")
+    (logs / "db.log").write_text("ERROR two\nERROR three\n")
+    server = chat_server(["```python\nn = context.count('ERROR')\n```", "FINAL_VAR(n)"])
+    monkeypatch.chdir(tmp_path)
+    argv = ["run", "count errors", "--context-file", "logs", "--trajectory", "run.jsonl"]
+    assert main([*argv, *_args(server, "--progress", "off")]) == 0
+    assert capsys.readouterr().out == "3\n"
+    assert main(["replay", "run.jsonl", "--context-file", "logs"]) == 0
+    assert "identical" in capsys.readouterr().out
+    # the same files under another name are another context: the replay says so, exit 2
+    (tmp_path / "elsewhere").mkdir()
+    for log in logs.iterdir():
+        (tmp_path / "elsewhere" / log.name).write_text(log.read_text())
+    assert main(["replay", "run.jsonl", "--context-file", "elsewhere"]) == 2
+    assert "characters" in capsys.readouterr().err
+    assert main(["replay", "run.jsonl", "--context-file", "missing-dir"]) == 2
+    assert "missing-dir" in capsys.readouterr().err

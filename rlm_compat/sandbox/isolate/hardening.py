@@ -2,24 +2,24 @@
 
 RestrictedPython is one layer, and it has been escaped before. So a worker, after its fork and
 before any model code, drops what an escaped interpreter would reach for (Linux; each layer only
-where the kernel has it, and the worker says which it has):
+where the kernel has it, and the worker says which it has)::
 
-``no_new_privs``   no set-uid / file-capability gains, ever (and the precondition of the others)
-``not_dumpable``   other processes of the user cannot ptrace it or read its ``/proc/<pid>/mem``
-``landlock-fs``    no writes anywhere (but the worker's own directory when ``file_size_bytes`` allows
-                   files); reads only beneath the Python installation, the loaded packages, the
-                   shared libraries, time zones, its own directory and ``/proc/<pid>`` — never a
-                   home directory, never ``/tmp`` as a whole
-``landlock-net``   no TCP ``bind`` / ``connect`` (Landlock ABI 4)
-``landlock-scope`` no signals to, and no abstract Unix sockets of, processes outside the worker
-                   (its parent, the host, other sessions' workers: Landlock ABI 6)
-``seccomp``        a system-call filter (libseccomp, through ``pyseccomp``): no ``execve``, no new
-                   processes, no new sockets, nothing aimed at another process (``ptrace``,
-                   ``process_vm_*``, pidfds, ``process_madvise``, limits, priorities), no
-                   ``mount``, ``bpf``, ``kexec``, module loading, namespaces, ``io_uring``, keyrings,
-                   ``perf_event_open``, IPC objects, file metadata (``chmod``, ``chown``, xattrs),
-                   host-wide settings, no signals to the parent and grandparent, no way back to
-                   dumpable (the list and the reasons: :mod:`.syscalls`)
+    ``no_new_privs``   no set-uid / file-capability gains, ever (and the precondition of the others)
+    ``not_dumpable``   other processes of the user cannot ptrace it or read its ``/proc/<pid>/mem``
+    ``landlock-fs``    no writes anywhere (but the worker's own directory when ``file_size_bytes`` allows
+                       files); reads only beneath the Python installation, the loaded packages, the
+                       shared libraries, time zones, its own directory and ``/proc/<pid>`` — never a
+                       home directory, never ``/tmp`` as a whole
+    ``landlock-net``   no TCP ``bind`` / ``connect`` (Landlock ABI 4)
+    ``landlock-scope`` no signals to, and no abstract Unix sockets of, processes outside the worker
+                       (its parent, the host, other sessions' workers: Landlock ABI 6)
+    ``seccomp``        a system-call filter (libseccomp, through ``pyseccomp``): no ``execve``, no new
+                       processes, no new sockets, nothing aimed at another process (``ptrace``,
+                       ``process_vm_*``, pidfds, ``process_madvise``, limits, priorities), no
+                       ``mount``, ``bpf``, ``kexec``, module loading, namespaces, ``io_uring``, keyrings,
+                       ``perf_event_open``, IPC objects, file metadata (``chmod``, ``chown``, xattrs),
+                       host-wide settings, no signals to the parent and grandparent, no way back to
+                       dumpable (the list and the reasons: :mod:`.syscalls`)
 
 The fork server stays unhardened (it must fork and read whatever a preload needs); each worker
 hardens itself in :func:`~.workerinit.prepare`. :func:`available_layers` is what the parent

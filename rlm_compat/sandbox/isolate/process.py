@@ -4,8 +4,8 @@ What it adds to the inline runner: the timeout stops anything, even a single lon
 catastrophic regex, ``math.factorial(10**7)``), because a worker that outlives its step's
 deadline is killed and replaced; a single huge allocation fails in the worker at once (address
 space limit); a crash of the interpreter (C stack overflow) is a REPLError here, not the end
-of the host. The worker runs the same :class:`~.inline.InlineRunner` with the same
-:class:`~.texts.Texts`, so an ordinary timeout or error reads exactly as inline.
+of the host. The worker runs the same :class:`~rlm_compat.sandbox.inline.InlineRunner` with the same
+:class:`~rlm_compat.sandbox.texts.Texts`, so an ordinary timeout or error reads exactly as inline.
 
 How the session is kept: the worker holds the namespace. Before each step the parent sends the
 ``env`` entries that changed since the last step (pickled; a big ``str`` or ``bytes``, such as

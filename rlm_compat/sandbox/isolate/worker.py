@@ -2,8 +2,8 @@
 
 Started by :mod:`.spawn` (forked from the pre-warmed template process, or as a fresh interpreter)
 with :func:`serve` as its entry. It holds the session's namespace and runs each step with an
-:class:`~.inline.InlineRunner` under the session's own deadline, so an ordinary timeout leaves
-the worker and its variables intact; the parent kills the worker only when a step outlives the
+:class:`~rlm_compat.sandbox.inline.InlineRunner` under the session's own deadline, so an ordinary
+timeout leaves the worker and its variables intact; the parent kills the worker only when a step outlives the
 deadline (a single long C call) or the worker breaks a limit. Host functions are stubs that call
 back into the parent, where the real function runs.
 

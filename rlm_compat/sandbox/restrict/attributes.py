@@ -265,7 +265,7 @@ def special_getattr(obj: Any, name: str) -> Any:
     any object; ``__class__`` is ``type(obj)`` as the sandbox shows it; ``__dict__``, single
     underscore names and mutating specials only where sandboxed code defined them (its own
     instances and classes, ``super()`` in its own methods). Everything in
-    :data:`REFUSED_DUNDERS` (and any special name not listed) is refused.
+    :data:`~.names.REFUSED_DUNDERS` (and any special name not listed) is refused.
     """
     if type(obj) is _Module:
         obj = module_view(obj)

@@ -7,7 +7,7 @@ output capture and the deadline ticks into one mapping per
 :class:`~rlm_compat.profiles.Profile`, shared by all executors using it: the mappings are
 never reachable from sandboxed code, and per-execution state is found through
 :data:`.context.LOCAL`. Each executor runs its code with :func:`session_builtins`, a thin copy
-whose output, ``dir()``, ``random`` and generator guards are bound to its :class:`.Session`.
+whose output, ``dir()``, ``random`` and generator guards are bound to its :class:`~.context.Session`.
 """
 
 from __future__ import annotations

@@ -1,14 +1,14 @@
 """Run recorded fixtures against implementations and classify every result.
 
-Statuses, per case and implementation:
+Statuses, per case and implementation::
 
-``pass``            the result equals the recording;
-``deviation``       it differs, and deviations.toml explains it (an *explained deviation*);
-``unexplained``     it differs and nothing explains it (for peers, which the registry does not
-                    cover, the same status is reported as ``differs`` and never gates the run);
-``unexpected-pass`` it equals the recording although deviations.toml says it should differ;
-``skipped``         the case does not apply (reason given);
-``errored``         the implementation or its adapter failed to produce a result.
+    ``pass``            the result equals the recording;
+    ``deviation``       it differs, and deviations.toml explains it (an *explained deviation*);
+    ``unexplained``     it differs and nothing explains it (for peers, which the registry does not
+                        cover, the same status is reported as ``differs`` and never gates the run);
+    ``unexpected-pass`` it equals the recording although deviations.toml says it should differ;
+    ``skipped``         the case does not apply (reason given);
+    ``errored``         the implementation or its adapter failed to produce a result.
 
 The run *fails* when a gated implementation (the rlm_compat profiles and the upstream checkout)
 has any ``unexplained``, ``unexpected-pass`` or ``errored`` result.

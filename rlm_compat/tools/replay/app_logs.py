@@ -1,4 +1,4 @@
-"""Logs of applications built on an RLM loop, as replayable steps (issue 24 item 6).
+"""Logs of applications built on an RLM loop, as replayable steps.
 
 :mod:`.foreign` reads what rlms and dspy.RLM write themselves; these are the shapes public projects
 around them saved their runs in, read from the published files (no code of theirs is used):

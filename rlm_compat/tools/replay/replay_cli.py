@@ -70,7 +70,15 @@ def register(subparsers: Any) -> None:
 def context_arguments(p: argparse.ArgumentParser) -> None:
     """``--context-file`` / ``--context`` / ``--no-context``: trajectories keep only the context's size."""
     source = p.add_mutually_exclusive_group()
-    source.add_argument("--context-file", type=Path, help="file holding the context the run was given")
+    source.add_argument(
+        "--context-file",
+        action="extend",
+        nargs="+",
+        metavar="PATH",
+        help="the context the run was given, named as `rlm-compat run --context-file` named it: a file, "
+        "a directory, a glob or - for stdin, repeatable (run it from the same directory: several files "
+        "become one string with each path in a header)",
+    )
     source.add_argument("--context", help="the context text itself")
     source.add_argument(
         "--no-context", action="store_true", help="replay over an empty context (the recorded one is unknown)"
@@ -82,10 +90,9 @@ def read_context(args: argparse.Namespace) -> str | None:
     if args.no_context:
         return ""
     if args.context_file is not None:
-        try:
-            return str(args.context_file.read_text(encoding="utf-8"))
-        except (OSError, UnicodeDecodeError) as exc:
-            raise ToolUsageError(f"cannot read the context file {args.context_file}: {exc}") from None
+        from ..run_context import load_context
+
+        return load_context(args.context_file).text  # ContextInputError: a ToolUsageError
     return args.context if isinstance(args.context, str) else None
 
 

@@ -285,8 +285,8 @@ FACTS: tuple[Fact, ...] = (
             ),
         ),
         "The import aborts the whole step: nothing after it runs (`hits` is never set), which is "
-        "why issue 15 measured it as the largest single cause of broken blocks in replayed model "
-        "code (see docs/research/quirk-ablation.md).",
+        "why the quirk ablation measured it as the largest single cause of broken blocks in replayed "
+        "model code (see docs/research/quirk-ablation.md).",
     ),
     Fact(
         "re_without_import",

@@ -2,8 +2,8 @@
 
 Any implementation that can talk to an OpenAI-compatible ``api_base`` (through litellm, the
 ``openai`` client, anything) gets the same deterministic "model" rlm_compat's own grid uses: the
-task's :class:`~.policy.ScriptedPolicy`, which reads the implementation's system prompt and writes
-in its conventions (:class:`~.policy.Dialect`: fence tag, ``FINAL`` / ``FINAL_VAR`` inline or
+task's :class:`~.scripted_policy.ScriptedPolicy`, which reads the implementation's system prompt and writes
+in its conventions (:class:`~.scripted_policy.Dialect`: fence tag, ``FINAL`` / ``FINAL_VAR`` inline or
 alone, or the ``answer`` dict). What it measures is the implementations' *mechanics* (their
 REPL, parser, loop and sub-call plumbing on the same replies); a real model measures the rest.
 

@@ -7,7 +7,7 @@ small, and part of the grader's version (a change to it is a new version, record
 
 1. ``None`` (the run gave no final answer) fails.
 2. Surrounding whitespace is removed (``str.strip()``).
-3. One pair of matching surrounding quotes or backticks (``"x"``, ``'x'``, ```` `x` ````) is
+3. One pair of matching surrounding quotes or backticks (``"x"``, ``'x'``, or ``x`` in backticks) is
    removed, then whitespace again.
 4. What is left must be the expected value exactly: for :class:`ExactInteger`, a base-10 integer
    written with ASCII digits and an optional sign (no separators, no decimals, no unit) equal to the

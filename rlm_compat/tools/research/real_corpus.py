@@ -1,4 +1,4 @@
-"""Implementations and quirks measured on real model code: the corpus in real_corpus/ (issue 24).
+"""Implementations and quirks measured on real model code: the corpus in real_corpus/.
 
 Every run of the corpus (code steps real models wrote, collected with provenance by
 scripts/build_real_corpus.py) becomes one REPL case of the conformance protocol: its environment
@@ -503,7 +503,7 @@ def _quirk_lines(quirks: dict[str, Any]) -> list[str]:
 
 
 def _limits_lines(corpus: dict[str, Any]) -> list[str]:
-    """What the measurement can claim, and whether the corpus reaches issue 24's targets."""
+    """What the measurement can claim, and whether the corpus reaches its size targets."""
     lines = [
         "## What this can and cannot claim",
         "",
@@ -534,7 +534,7 @@ def _limits_lines(corpus: dict[str, Any]) -> list[str]:
     ]
     if short:
         lines += [
-            f"**The corpus is short of issue 24's targets**: {', '.join(short)}. Shares on it are",
+            f"**The corpus is short of its size targets**: {', '.join(short)}. Shares on it are",
             "indicative, not a measurement of models at large.",
             "",
         ]

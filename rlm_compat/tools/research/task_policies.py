@@ -545,7 +545,7 @@ def policy_for(task: TaskInstance, *, variant: int = 0, max_errors: int | None =
     """The deterministic policy for ``task`` (an LLMClient: pass it as ``RLM(..., client=...)``).
 
     It reads only ``task.query``. Stateless, so one policy may serve any number of runs at once.
-    ``variant`` (e.g. a grid's run index) selects the writing :class:`~.policy.Style`: variant 0
+    ``variant`` (e.g. a grid's run index) selects the writing :class:`~.scripted_policy.Style`: variant 0
     is the typical transcript, others draw habits and patience from a seeded stream.
     ``max_errors`` overrides the style's patience.
     """
