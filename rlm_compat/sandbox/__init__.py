@@ -27,7 +27,7 @@ from .hostcall import HostCall, host_call, namespace_listing
 from .runner import Runner, make_runner
 
 if TYPE_CHECKING:
-    from .fences import fenced_blocks
+    from .fences import Fence, fenced_blocks, scan_fences
     from .inline import InlineRunner
     from .isolate.hardening import available_layers, describe_host, syscall_number
     from .isolate.process import ProcessRunner
@@ -37,7 +37,9 @@ if TYPE_CHECKING:
     from .restrict.modules import ModuleProxy, real_module
 
 _LAZY = {
+    "Fence": "fences",
     "fenced_blocks": "fences",
+    "scan_fences": "fences",
     "InlineRunner": "inline",
     "ProcessRunner": "isolate.process",
     "available_layers": "isolate.hardening",
@@ -69,6 +71,7 @@ def __dir__() -> list[str]:
 
 __all__ = [
     "ALLOWED_MODULES",
+    "Fence",
     "HostCall",
     "InlineRunner",
     "ModuleProxy",
@@ -82,6 +85,7 @@ __all__ = [
     "namespace_listing",
     "real_module",
     "recv_frame",
+    "scan_fences",
     "send_frame",
     "start_worker",
     "syscall_number",
