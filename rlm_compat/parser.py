@@ -8,12 +8,13 @@ The fixed parser (:func:`resolve_final`, used by profile ``fixed`` after the res
 follows Python's own rules instead: a directive is a statement, its argument is read by ``ast``, and
 a run ends only when the model clearly meant it to (docs/parser.md has the table):
 
-* Fenced blocks (```` ``` ```` or ``~~~``, any info string) are code: a directive counts when it is the
-  first token of a logical line, no deeper indented than the block's first line (so ``if ok:
-  FINAL(x)`` and function bodies, which may not have run, never end a run). Strings and comments are
-  ignored; a closing fence inside a triple-quoted string does not end the block.
+* Runnable fenced blocks are code; which blocks those are and where each ends is the one fence
+  lexer's decision (:mod:`rlm_compat.sandbox.fences`, shared with the runner). In a block a
+  directive counts when it is the first token of a logical line, no deeper indented than the
+  block's first line (so ``if ok: FINAL(x)`` and function bodies, which may not have run, never end
+  a run). Strings and comments are ignored. A shown block (``json``, ``text``...) is not read.
 * Outside fences a directive counts only when it starts a line at column 0 (``use FINAL("answer")``
-  in a sentence, `` `FINAL(x)` `` and indented lines are examples); a fence line ends its argument.
+  in a sentence, `` `FINAL(x)` `` and indented lines are examples); the next fence ends its argument.
 * The first complete directive decides: an answer, or feedback telling the model why it did not end
   the run. With none complete, the first unclosed one gets feedback.
 * ``FINAL("text")`` answers the literal's value exactly; another literal ``str(value)``; ``FINAL(x)``
