@@ -8,12 +8,13 @@ The fixed parser (:func:`resolve_final`, used by profile ``fixed`` after the res
 follows Python's own rules instead: a directive is a statement, its argument is read by ``ast``, and
 a run ends only when the model clearly meant it to (docs/parser.md has the table):
 
-* Fenced blocks (three backticks or ``~~~``, any info string) are code: a directive counts when it is the
-  first token of a logical line, no deeper indented than the block's first line (so ``if ok:
-  FINAL(x)`` and function bodies, which may not have run, never end a run). Strings and comments are
-  ignored; a closing fence inside a triple-quoted string does not end the block.
+* Runnable fenced blocks are code; which blocks those are and where each ends is the one fence
+  lexer's decision (:mod:`rlm_compat.sandbox.fences`, shared with the runner). In a block a
+  directive counts when it is the first token of a logical line, no deeper indented than the
+  block's first line (so ``if ok: FINAL(x)`` and function bodies, which may not have run, never end
+  a run). Strings and comments are ignored. A shown block (``json``, ``text``...) is not read.
 * Outside fences a directive counts only when it starts a line at column 0 (``use FINAL("answer")``
-  in a sentence, `` `FINAL(x)` `` and indented lines are examples); a fence line ends its argument.
+  in a sentence, `` `FINAL(x)` `` and indented lines are examples); the next fence ends its argument.
 * The first complete directive decides: an answer, or feedback telling the model why it did not end
   the run. With none complete, the first unclosed one gets feedback.
 * ``FINAL("text")`` answers the literal's value exactly; another literal ``str(value)``; ``FINAL(x)``
@@ -26,6 +27,7 @@ Scanning is linear in the response length: one forward pass, regexes that never 
 from __future__ import annotations
 
 import ast
+import bisect
 import keyword
 import re
 import types
@@ -35,6 +37,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .errors import FinalVarMissingError
+from .sandbox import Fence, scan_fences
 
 __all__ = [
     "Directive",
@@ -146,7 +149,7 @@ def resolve_final(
     :func:`extract_final_var`). Never raises.
     """
     text = _normalise(response)
-    hit = _first_directive(text)
+    hit = _first_directive(text, _fences(response, text))
     if hit is None:
         return _NOTHING
     if hit.close is None:
@@ -166,7 +169,7 @@ def is_final_fixed(response: str, env: Mapping[str, Any]) -> bool:
 def find_directive(response: str) -> Directive | None:
     """The directive :func:`resolve_final` acts on, without resolving it (for logs and tests)."""
     text = _normalise(response)
-    hit = _first_directive(text)
+    hit = _first_directive(text, _fences(response, text))
     if hit is None:
         return None
     source = None if hit.close is None else text[hit.start : hit.close + 1]
@@ -232,14 +235,10 @@ _TOKEN = re.compile(
     """,
     re.VERBOSE | re.DOTALL,
 )
-# A prose line that matters: a directive at column 0, or a fence.
-_PROSE_EVENT = re.compile(r"^(?:(FINAL(?:_VAR)?)[ \t\f]*\(|[ \t\f]*(?:```|~~~))", re.MULTILINE)
+_PROSE_DIRECTIVE = re.compile(r"^(FINAL(?:_VAR)?)[ \t\f]*\(", re.MULTILINE)
 _DIRECTIVE = re.compile(r"(FINAL(?:_VAR)?)[ \t\f]*\(")
 _BLANK = re.compile(r"[ \t\f]*")
-_RUN = {"`": re.compile(r"`+"), "~": re.compile(r"~+")}
 _GAP_PART = re.compile(r"[ \t\f\n,]+|\w+|.", re.DOTALL)
-_FENCES = ("```", "~~~")
-_BLOCK_END = "end of block"
 
 
 @dataclass(frozen=True)
@@ -273,62 +272,60 @@ def _skip_blank(text: str, index: int) -> int:
     return index if found is None else found.end()
 
 
-def _fence_open(text: str, index: int) -> tuple[str, int] | None:
-    """``(fence character, length)`` when a Markdown fence opens at ``index``."""
-    if not text.startswith(_FENCES, index):
-        return None
-    char = text[index]
-    run = _RUN[char].match(text, index)
-    assert run is not None
-    if char == "`":
-        line_end = text.find("\n", run.end())
-        if text.find("`", run.end(), len(text) if line_end < 0 else line_end) >= 0:
-            return None  # ```code``` on one line is an inline span, not a fence
-    return char, run.end() - index
+def _fences(response: str, text: str) -> list[Fence]:
+    """The fence lexer's blocks of the raw response, as offsets into the normalised ``text``.
+
+    Lexed on the raw text so the parser and the runner (which runs the raw text) see the same
+    blocks; each offset is a line start or the end, so shifting by the ``\\r\\n`` pairs before it maps it.
+    """
+    found = scan_fences(response)
+    if text is response or not found:
+        return found
+    pairs = [m.start() for m in re.finditer("\r\n", response)]
+
+    def at(index: int) -> int:
+        return index - bisect.bisect_right(pairs, index - 2)
+
+    return [
+        Fence(at(f.start), at(f.body), at(f.body_end), at(f.end), f.tag, f.indent, f.closed) for f in found
+    ]
 
 
-def _fence_close(text: str, index: int, char: str, length: int) -> bool:
-    if not text.startswith(char * length, index):
-        return False
-    run = _RUN[char].match(text, index)
-    assert run is not None
-    rest = _skip_blank(text, run.end())
-    return rest == len(text) or text[rest] == "\n"
+def _first_directive(text: str, fences: list[Fence]) -> _Hit | None:
+    """The first complete directive, else the first unclosed one, else None (one forward pass).
 
-
-def _first_directive(text: str) -> _Hit | None:
-    """The first complete directive, else the first unclosed one, else None (one forward pass)."""
+    Prose is the text between fences; runnable blocks are read as Python; a shown block (a tag
+    outside ``RUN_TAGS``) is neither, so nothing in it ends the run.
+    """
     index = 0
     unclosed: _Hit | None = None
-    while (event := _PROSE_EVENT.search(text, index)) is not None:
-        kind = event.group(1)
-        if kind is None:
-            fence_at = event.end() - 3
-            fence = _fence_open(text, fence_at)
-            if fence is None:
-                index = _next_line(text, fence_at)
-                continue
-            hit, index = _scan_block(text, _next_line(text, fence_at), *fence)
-        else:
+    for fence in [*fences, None]:
+        region_end = len(text) if fence is None else fence.start
+        while (event := _PROSE_DIRECTIVE.search(text, index, region_end)) is not None:
             paren = event.end() - 1
-            close, index = _close_in_prose(text, paren)
-            if close is None and unclosed is not None:
-                continue  # an earlier unclosed directive already gets the feedback
-            hit = _Hit(kind, event.start(), paren, close, in_code=False)
-        if hit is not None and hit.close is not None:
-            return hit
-        unclosed = unclosed or hit
+            close, index = _close_in_prose(text, paren, region_end)
+            if close is not None:
+                return _Hit(event.group(1), event.start(), paren, close, in_code=False)
+            unclosed = unclosed or _Hit(event.group(1), event.start(), paren, None, in_code=False)
+        if fence is None:
+            break
+        if fence.runnable:
+            hit = _scan_block(text, fence.body, fence.body_end)
+            if hit is not None and hit.close is not None:
+                return hit
+            unclosed = unclosed or hit
+        index = fence.end
     return unclosed
 
 
-def _close_in_prose(text: str, paren: int) -> tuple[int | None, int]:
+def _close_in_prose(text: str, paren: int, end: int) -> tuple[int | None, int]:
     """``(matching ')', where to resume)`` for a prose directive opening at ``paren``.
 
-    Strict: a mismatched bracket, an unterminated one-line string or a fence line ends the
-    directive unclosed, and the prose scan resumes after it.
+    Strict: a mismatched bracket, an unterminated one-line string or the next fence (``end``)
+    ends the directive unclosed, and the prose scan resumes after it.
     """
     stack = ["("]
-    for token in _TOKEN.finditer(text, paren + 1):
+    for token in _TOKEN.finditer(text, paren + 1, end):
         start = token.start()
         char = text[start]
         if char in "([{":
@@ -339,34 +336,28 @@ def _close_in_prose(text: str, paren: int) -> tuple[int | None, int]:
                     return None, _next_line(text, start)
                 if not stack:
                     return start + offset, start + offset + 1
-        elif char == "\n":
-            if text.startswith(_FENCES, _skip_blank(text, start + 1)):
-                return None, start + 1
         elif char in "\"'" and token.lastindex is None:
             return None, _next_line(text, token.end())
-    return None, len(text)
+    return None, end
 
 
-def _scan_block(text: str, index: int, fence: str, length: int) -> tuple[_Hit | None, int]:
-    """Lex a fenced block as Python: ``(first directive statement, index after the block)``.
+def _scan_block(text: str, index: int, end: int) -> _Hit | None:
+    """Lex a runnable block's body (``text[index:end]``) as Python: its first directive statement.
 
-    Lenient like an editor: an unterminated one-line string ends at its newline, a closer without a
-    matching opener is ignored, one with an opener deeper down closes everything above it. A
-    closing fence inside a triple-quoted string does not end the block.
+    Lenient like an editor: an unterminated string ends at its newline or the block's end, a closer
+    without a matching opener is ignored, one with an opener deeper down closes everything above it.
     """
     stack: list[str] = []
     opened = {"(": 0, "[": 0, "{": 0}
     pending: tuple[str, int, int] | None = None
     base_indent: list[int] = []
     line, line_pending, logical = index, True, True
-    for token in _TOKEN.finditer(text, index):
+    for token in _TOKEN.finditer(text, index, end):
         start = token.start()
         if line_pending:
             line_pending = False
-            found = _line_start(text, line, fence, length, logical and not stack, base_indent)
-            if found == _BLOCK_END:
-                return _pending_hit(pending, None), _next_line(text, line)
-            if isinstance(found, tuple):
+            found = _line_start(text, line, logical and not stack, base_indent)
+            if found is not None:
                 pending = found
         char = text[start]
         if char == "\n" or char == "\\":
@@ -383,20 +374,14 @@ def _scan_block(text: str, index: int, fence: str, length: int) -> tuple[_Hit | 
                     opened[top] -= 1
                 opened[top] -= 1
                 if not stack and pending is not None:
-                    return _pending_hit(pending, start + offset), start + offset + 1
-    if line_pending and _line_start(text, line, fence, length, False, base_indent) == _BLOCK_END:
-        return _pending_hit(pending, None), _next_line(text, line)
-    return _pending_hit(pending, None), len(text)
+                    return _pending_hit(pending, start + offset)
+    return _pending_hit(pending, None)
 
 
-def _line_start(
-    text: str, line: int, fence: str, length: int, logical: bool, base_indent: list[int]
-) -> str | tuple[str, int, int] | None:
-    """At a physical line start in a block: ``_BLOCK_END``; ``(kind, start, paren)`` when the line
-    is a top-level statement that starts with a directive; else None."""
+def _line_start(text: str, line: int, logical: bool, base_indent: list[int]) -> tuple[str, int, int] | None:
+    """At a physical line start in a block: ``(kind, start, paren)`` when the line is a top-level
+    statement that starts with a directive; else None."""
     first = _skip_blank(text, line)
-    if _fence_close(text, first, fence, length):
-        return _BLOCK_END
     if not logical or first >= len(text) or text[first] in "#\n":
         return None
     if not base_indent:

@@ -37,7 +37,7 @@ from .repl_config import (
 from .runner import Runner, make_runner
 
 if TYPE_CHECKING:
-    from .fences import fenced_blocks
+    from .fences import Fence, fenced_blocks, scan_fences
     from .inline import InlineRunner
     from .isolate.hardening import available_layers, describe_host, syscall_number
     from .isolate.process import ProcessRunner
@@ -47,7 +47,9 @@ if TYPE_CHECKING:
     from .restrict.modules import ModuleProxy, real_module
 
 _LAZY = {
+    "Fence": "fences",
     "fenced_blocks": "fences",
+    "scan_fences": "fences",
     "InlineRunner": "inline",
     "ProcessRunner": "isolate.process",
     "available_layers": "isolate.hardening",
@@ -82,6 +84,7 @@ __all__ = [
     "CONTEXT_SECONDS_PER_GB",
     "ISOLATIONS",
     "START_METHODS",
+    "Fence",
     "HostCall",
     "InlineRunner",
     "Limits",
@@ -98,6 +101,7 @@ __all__ = [
     "namespace_listing",
     "real_module",
     "recv_frame",
+    "scan_fences",
     "send_frame",
     "start_worker",
     "syscall_number",

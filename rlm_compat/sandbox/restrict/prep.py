@@ -24,7 +24,7 @@ from collections import OrderedDict
 from types import CodeType
 from typing import Any
 
-from ..fences import describe_line, fenced_blocks, line_map, traceback_line
+from ..fences import FIRST_FENCE_2FB46CC, MARKDOWN, describe_line, extract_code, traceback_line
 from .rewrites import RenameGuards, SizeGuards, finish_tree
 from .transformer import CompileIssue, CompileOptions, SandboxTransformer
 from .warnguard import quiet_compile
@@ -57,35 +57,10 @@ class Program:
 
 
 def extract(text: str, first_fence_only: bool) -> Program:
-    """The code in a response (see the module docstring for the two rules)."""
-    if first_fence_only:
-        code = _first_fence(text)
-        return Program(code, _identity_map(code), 1)
-    blocks = fenced_blocks(text)
-    if blocks is None:
-        return Program(text, _identity_map(text), 1)
-    return Program("\n".join(blocks), line_map(blocks), len(blocks))
-
-
-def _identity_map(code: str) -> tuple[tuple[int, int], ...]:
-    return ()
-
-
-def _first_fence(text: str) -> str:
-    """2fb46cc's rule: the first ```` ```python ```` block, else the first fence of any kind with
-    its tag left in the code, else the whole text."""
-    tagged = "```python"
-    if tagged in text:
-        start = text.find(tagged) + len(tagged)
-        end = text.find("```", start)
-        if end != -1:
-            return text[start:end].strip()
-    if "```" in text:
-        start = text.find("```") + 3
-        end = text.find("```", start)
-        if end != -1:
-            return text[start:end].strip()
-    return text
+    """The code in a response: :func:`..fences.extract_code` in 2fb46cc's first-fence mode or the
+    Markdown mode (the one fence lexer decides both)."""
+    source, lines, blocks = extract_code(text, FIRST_FENCE_2FB46CC if first_fence_only else MARKDOWN)
+    return Program(source, lines, blocks)
 
 
 # --- compile + cache ----------------------------------------------------------------------------

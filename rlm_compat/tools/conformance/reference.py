@@ -49,10 +49,7 @@ FILENAME = "<reference-repl>"
 def extract(text: str) -> tuple[str, tuple[tuple[int, int], ...], int]:
     """The code of a response, per code line ``(block, line in block)``, and the block count
     (docs/repl.md: every runnable fenced block, in order; no fence: the whole text)."""
-    blocks = fences.fenced_blocks(text)
-    if blocks is None:
-        return text, (), 1
-    return "\n".join(blocks), fences.line_map(blocks), len(blocks)
+    return fences.extract_code(text, fences.MARKDOWN)
 
 
 # --- one executor ----------------------------------------------------------------------------------
