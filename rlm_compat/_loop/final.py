@@ -16,7 +16,7 @@ from typing import Any
 
 from .. import parser as _parser
 from .._releases import Release, select_release
-from ..compat import ApiSemantics
+from .._releases.contract import ApiSemantics
 from ..parser import FinalResolution
 from ..profiles import Profile
 from ..sandbox import fenced_blocks
