@@ -15,7 +15,7 @@ from pathlib import Path
 
 from .. import __version__
 from ..errors import REPLError, RLMError
-from .tool_errors import ToolError, ToolUsageError
+from .shared.tool_errors import ToolError, ToolUsageError
 
 __all__ = ["build_parser", "main"]
 

@@ -32,7 +32,7 @@ from xml.etree import ElementTree
 
 from ..compat import API_ENV, resolve_api
 from ..prompts import build_system_prompt
-from .tool_errors import ToolUsageError
+from .shared.tool_errors import ToolUsageError
 
 if sys.version_info >= (3, 11):
     import tomllib

@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from ..tool_errors import ToolUsageError
+from ..shared.tool_errors import ToolUsageError
 
 __all__ = ["add_conformance_parser", "add_record_parser", "register"]
 

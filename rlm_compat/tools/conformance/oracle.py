@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from ...errors import RLMError
-from ..tool_errors import ToolError, ToolUsageError
+from ..shared.tool_errors import ToolError, ToolUsageError
 from . import inputs, values
 from .fixtures import FixtureSet
 

@@ -1,5 +1,6 @@
 """Replay: re-execute a recorded run's code under any profile (:mod:`.replayer`), read other
-implementations' trajectory logs (:mod:`.foreign`), and ``rlm-compat replay`` (:mod:`.replay_cli`).
+implementations' trajectory logs (:mod:`.foreign`, the readers in :mod:`.formats`), and
+``rlm-compat replay`` (:mod:`.replay_cli`).
 
 The recorded runs themselves (:mod:`rlm_compat.record.steps`) belong to the library; replay only reads them.
 """

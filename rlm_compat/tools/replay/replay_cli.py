@@ -14,7 +14,7 @@ from typing import Any
 
 from ...config import ISOLATIONS
 from ...errors import ConfigurationError, TrajectoryError
-from ..tool_errors import ToolUsageError
+from ..shared.tool_errors import ToolUsageError
 
 FORMAT_CHOICES = ("rlm_compat", "rlms", "dspy", "dspy-log", "la3d-events", "la3d-eval", "fabric-rlm")
 """The readers' formats (:data:`.foreign.FORMATS`, written out: building the parser imports no reader)."""
@@ -90,7 +90,7 @@ def read_context(args: argparse.Namespace) -> str | None:
 
 
 def _replay(args: argparse.Namespace) -> int:
-    from .foreign import load_run
+    from .formats.foreign_runs import load_run
     from .replayer import replay
 
     try:

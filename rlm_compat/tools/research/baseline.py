@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from ... import __version__
-from ..tool_errors import ToolUsageError
+from ..shared.tool_errors import ToolUsageError
 from .baseline_facts import Probe, all_probes
 from .baseline_fixtures import fixture_summary
 from .baseline_page import render

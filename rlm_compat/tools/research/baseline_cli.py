@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from ..tool_errors import ToolUsageError
+from ..shared.tool_errors import ToolUsageError
 
 __all__ = ["register"]
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from ..tool_errors import ToolUsageError
+from ..shared.tool_errors import ToolUsageError
 
 QUICK_CODE = (
     "import re",

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from ...core import run_sync
-from ..tool_errors import ToolUsageError
+from ..shared.tool_errors import ToolUsageError
 from .base import RunSpec
 from .grid import CellResult, GridJob, run_cell
 

@@ -25,7 +25,7 @@ from typing import Any
 from ...clients import LLMClient
 from ...errors import RLMError
 from ...profiles import QUIRKS, Profile
-from ..tool_errors import ToolError, ToolUsageError
+from ..shared.tool_errors import ToolError, ToolUsageError
 from .base import RunRecord, RunSpec, Suite, TaskInstance, TaskSpec
 from .impls import IMPL_PREFIX, GridImplementation, TaskOutcome, run_driver_task
 

@@ -30,7 +30,7 @@ from typing import Any
 
 from ...profiles import QUIRKS
 from ...record.steps import RecordedRun
-from ..replay.foreign import load_run
+from ..replay.formats.foreign_runs import load_run
 from ..replay.replayer import ReplayReport, replay
 
 __all__ = ["QuirkCost", "QuirkTable", "quirk_table"]

@@ -14,7 +14,7 @@ from typing import Any
 from ...config import ISOLATIONS
 from ...errors import ConfigurationError, TrajectoryError
 from ..replay.replay_cli import FORMAT_CHOICES, context_arguments, read_context
-from ..tool_errors import ToolUsageError
+from ..shared.tool_errors import ToolUsageError
 
 __all__ = ["register"]
 

@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from ...profiles import QUIRKS
-from ..tool_errors import ToolUsageError
+from ..shared.tool_errors import ToolUsageError
 
 __all__ = [
     "CORPUS",

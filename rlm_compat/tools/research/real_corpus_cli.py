@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from ...errors import ConfigurationError
-from ..tool_errors import ToolUsageError
+from ..shared.tool_errors import ToolUsageError
 
 __all__ = ["register"]
 

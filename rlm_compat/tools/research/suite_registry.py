@@ -12,7 +12,7 @@ import importlib
 from typing import Any
 
 from ...clients import LLMClient
-from ..tool_errors import ToolUsageError
+from ..shared.tool_errors import ToolUsageError
 from .base import RunSpec, Suite, TaskInstance
 from .grid import SCRIPTED, PolicyFactory
 from .suites import load_suite

@@ -42,8 +42,8 @@ import re
 from pathlib import Path
 from typing import Any
 
-from ...errors import TrajectoryError
-from ...record.steps import RecordedNode, RecordedRun, RecordedStep, RecordedTurn
+from ....errors import TrajectoryError
+from ....record.steps import RecordedNode, RecordedRun, RecordedStep, RecordedTurn
 
 __all__ = [
     "APP_FORMATS",
