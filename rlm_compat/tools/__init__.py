@@ -9,6 +9,6 @@ stays small and a user's ``except RLMError`` catches only the library's errors.
 
 from __future__ import annotations
 
-from .shared.tool_errors import ToolError, ToolUsageError
+from .shared.tooling_errors import ToolError, ToolUsageError
 
 __all__ = ["ToolError", "ToolUsageError"]

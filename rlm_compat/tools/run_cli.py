@@ -27,7 +27,7 @@ from ..errors import (
     MaxIterationsError,
 )
 from .shared.rlm_flags import add_rlm_flags, given_keywords
-from .shared.tool_errors import ToolUsageError
+from .shared.tooling_errors import ToolUsageError
 
 __all__ = ["ExitCode", "exit_code_for", "register"]
 

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..shared.tool_errors import ToolUsageError
+from ..tool_errors import ToolUsageError
 
 __all__ = [
     "PROVENANCE",

@@ -252,7 +252,7 @@ class RlmsBackend(ImportedBackend):
 class DspyBackend(ImportedBackend):
     """dspy.RLM (dspy 3.4) for protocol 2's task message, its interpreter run offline.
 
-    ``paths[0]`` is a runtime directory made by ``rlm_compat.tools.conformance.dspy_runtime`` (a Deno
+    ``paths[0]`` is a runtime directory made by ``rlm_compat.tools.research.dspy_runtime`` (a Deno
     binary from npm, a Deno cache holding ``npm:pyodide``, an import map sending dspy's one
     deno.land import to a local ``readLines``): Deno runs with ``--cached-only``, so the sandbox
     reaches no network. No conformance cases: its ``SUBMIT`` ending and typed signatures have no

@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from ..shared.peer_venv import peer_venv
-from ..shared.tool_errors import ToolUsageError
+from ..shared.tooling_errors import ToolUsageError
 from .implementations import Implementation, find_dspy_runtime
 
 __all__ = ["setup_peers"]

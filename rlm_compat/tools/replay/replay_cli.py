@@ -14,7 +14,7 @@ from typing import Any
 
 from ...config import ISOLATIONS
 from ...errors import ConfigurationError, TrajectoryError
-from ..shared.tool_errors import ToolUsageError
+from ..shared.tooling_errors import ToolUsageError
 
 FORMAT_CHOICES = ("rlm_compat", "rlms", "dspy", "dspy-log", "la3d-events", "la3d-eval", "fabric-rlm")
 """The readers' formats (:data:`.foreign.FORMATS`, written out: building the parser imports no reader)."""

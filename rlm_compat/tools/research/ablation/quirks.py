@@ -28,10 +28,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ...profiles import QUIRKS
-from ...record.steps import RecordedRun
-from ..replay.formats.foreign_runs import load_run
-from ..replay.replayer import ReplayReport, replay
+from ....profiles import QUIRKS
+from ....record.steps import RecordedRun
+from ...replay.formats.foreign_runs import load_run
+from ...replay.replayer import ReplayReport, replay
 
 __all__ = ["QuirkCost", "QuirkTable", "quirk_table"]
 

@@ -34,13 +34,13 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from ...errors import ConfigurationError
-from ..conformance.driver import TASK_PROTOCOL_VERSION
-from ..conformance.dspy_runtime import prepare_dspy_runtime
-from ..conformance.implementations import find_dspy_runtime
-from ..conformance.protocol import DRIVER_PATH, driver_environment
-from ..shared.peer_venv import peer_venv, setup_step
-from ..shared.tool_errors import ToolUsageError
+from ....errors import ConfigurationError
+from ...conformance.driver import TASK_PROTOCOL_VERSION
+from ...conformance.dspy_runtime import prepare_dspy_runtime
+from ...conformance.implementations import find_dspy_runtime
+from ...conformance.protocol import DRIVER_PATH, driver_environment
+from ...shared.peer_venv import peer_venv, setup_step
+from ...shared.tooling_errors import ToolUsageError
 
 __all__ = [
     "CANNOT_START",
