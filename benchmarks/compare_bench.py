@@ -26,10 +26,10 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from rlm_compat.tools.research.base import Suite, TaskSpec
-from rlm_compat.tools.research.comparison import run_grid
-from rlm_compat.tools.research.executors import Executor, LocalExecutor, RayExecutor
-from rlm_compat.tools.research.grid import GridJob, plan
-from rlm_compat.tools.research.suite_registry import resolve_policy, resolve_suite
+from rlm_compat.tools.research.compare.comparison import run_grid
+from rlm_compat.tools.research.compare.executors import Executor, LocalExecutor, RayExecutor
+from rlm_compat.tools.research.compare.grid import GridJob, plan
+from rlm_compat.tools.research.compare.suite_registry import resolve_policy, resolve_suite
 
 TARGET_SECONDS = 300.0
 

@@ -39,14 +39,14 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from rlm_compat.errors import TrajectoryError  # noqa: E402
-from rlm_compat.tools.replay.app_logs import (  # noqa: E402
+from rlm_compat.tools.formats.app_logs import (  # noqa: E402
     free_names,
     from_dspy_log,
     from_fabric,
     from_la3d_eval,
     from_la3d_events,
 )
-from rlm_compat.tools.replay.foreign import from_dspy, from_rlms  # noqa: E402
+from rlm_compat.tools.formats.foreign_runs import from_dspy, from_rlms  # noqa: E402
 
 SOURCES = ROOT / "real_corpus" / "SOURCES.json"
 

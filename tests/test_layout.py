@@ -127,7 +127,7 @@ def test_a_users_except_rlm_error_does_not_catch_a_tools_error(tmp_path: Path) -
     """What a program around RLMs sees when tooling it calls fails: not an RLMError."""
     from rlm_compat.tools.conformance.fixtures import FixtureSet
     from rlm_compat.tools.conformance.implementations import make_adapter
-    from rlm_compat.tools.research.suite_registry import resolve_suite
+    from rlm_compat.tools.research.compare.suite_registry import resolve_suite
     from rlm_compat.tools.view import write_view
 
     for failing in (

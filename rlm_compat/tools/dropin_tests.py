@@ -32,7 +32,8 @@ from xml.etree import ElementTree
 
 from ..compat import API_ENV, resolve_api
 from ..prompts import build_system_prompt
-from .tool_errors import ToolUsageError
+from .shared.package_paths import import_root
+from .shared.tooling_errors import ToolUsageError
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -342,7 +343,7 @@ def _env(profile: str, api: str | None) -> dict[str, str]:
     env["RLM_COMPAT_PROFILE"] = profile
     env[API_ENV] = resolve_api(api).name
     env["LITELLM_LOCAL_MODEL_COST_MAP"] = "True"
-    env["PYTHONPATH"] = str(Path(__file__).resolve().parents[2])
+    env["PYTHONPATH"] = str(import_root())
     env.pop("RLM_COMPAT_ALIAS_SHIM", None)
     return env
 

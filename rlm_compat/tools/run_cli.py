@@ -26,8 +26,8 @@ from ..errors import (
     MaxDepthError,
     MaxIterationsError,
 )
-from .rlm_flags import add_rlm_flags, given_keywords
-from .tool_errors import ToolUsageError
+from .shared.rlm_flags import add_rlm_flags, given_keywords
+from .shared.tooling_errors import ToolUsageError
 
 __all__ = ["ExitCode", "exit_code_for", "register"]
 

@@ -38,7 +38,7 @@ from dataclasses import dataclass, field
 from typing import BinaryIO
 
 from ..environments import EnvironmentAccessError, ExecutionEnvironment, LocalExecutionEnvironment
-from .tool_errors import ToolUsageError
+from .shared.tooling_errors import ToolUsageError
 
 __all__ = ["STDIN", "ContextBundle", "ContextInputError", "load_context", "render_files"]
 

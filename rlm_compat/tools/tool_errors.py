@@ -1,23 +1,13 @@
-"""The tooling's own errors, apart from the library's.
+"""The tooling's errors under their first name, for the conformance recorder's own files.
 
-Deliberately not :class:`rlm_compat.errors.RLMError`: a program that runs RLMs and writes
-``except RLMError`` must not catch a conformance fixture that fails to load, a view whose input is
-missing or a research grid that cannot start. The CLI catches both roots and maps each to its exit
-code (:mod:`.cli`, :mod:`.run_cli`).
+The errors live in :mod:`rlm_compat.tools.shared.tooling_errors`. The recorder's files
+(``conformance/recorder.py``, ``inputs.py``, ``protocol.py``, ``fixtures.py``) still import them from
+here because the recorded fixtures' provenance hashes those files byte for byte: they move to
+``..shared.tooling_errors`` with the next re-recording, and this module goes with them.
 """
 
 from __future__ import annotations
 
+from .shared.tooling_errors import ToolError, ToolUsageError
+
 __all__ = ["ToolError", "ToolUsageError"]
-
-
-class ToolError(Exception):
-    """Base of every error the tooling (``rlm_compat.tools``) raises on purpose."""
-
-
-class ToolUsageError(ToolError, ValueError):
-    """A tool was given something it cannot use: a bad argument or option, a missing or malformed
-    input file, an unknown suite, policy or implementation. The message says what to pass instead.
-
-    A ValueError too, as the library's ``ConfigurationError`` it replaces in the tooling was.
-    """

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from rlm_compat.tools import ToolUsageError
-from rlm_compat.tools.peer_venv import peer_venv, setup_step
+from rlm_compat.tools.shared.peer_venv import peer_venv, setup_step
 
 
 @pytest.mark.once_per_ci  # one venv and one pip install from PyPI (~10 s): not Python-specific

@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from ..tool_errors import ToolUsageError
+from ..shared.package_paths import source_checkout
 
 __all__ = ["add_conformance_parser", "add_record_parser", "register"]
 
@@ -215,10 +215,7 @@ def _record(args: argparse.Namespace) -> int:
     pythons = args.python or [sys.executable]
     out = args.out
     if out is None:
-        tree = Path(__file__).resolve().parents[3]
-        if not (tree / "pyproject.toml").is_file():
-            raise ToolUsageError("not running from a source tree: pass --out DIR for the recorded fixtures")
-        out = tree / "upstream_fixtures"
+        out = source_checkout("recording into upstream_fixtures/", "--out DIR") / "upstream_fixtures"
 
     def progress(message: str) -> None:
         print(f"record: {message}", file=sys.stderr, flush=True)

@@ -1,7 +1,7 @@
 """dspy.RLM's REPL cases: one long-lived Deno + Pyodide interpreter per driver, a fresh namespace a case.
 
 Run as a script under a venv holding dspy 3.4.1: ``python dspy_cases.py --path RUNTIME``, where
-RUNTIME is the offline Deno + Pyodide directory of ``rlm_compat.tools.research.dspy_runtime``. It
+RUNTIME is the offline Deno + Pyodide directory of ``rlm_compat.tools.conformance.dspy_runtime``. It
 serves the implementation protocol (docs/protocol.md) like ``driver.py`` (whose :class:`Driver` it
 uses; this module is not part of what a fixture recording hashes), with one difference in where a
 case runs: not in a forked child each, because a dspy interpreter takes 5-15 s to start, but one

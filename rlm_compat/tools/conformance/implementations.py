@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..tool_errors import ToolUsageError
+from ..shared.tooling_errors import ToolUsageError
 from .adapters import Adapter, ProfileAdapter
 from .protocol import KINDS, DriverProcess, PipeConnection, Session
 
@@ -253,7 +253,7 @@ REGISTRY: dict[str, Implementation] = {
             runs_escapes=True,
             setup=(
                 "# reference fixtures (maintainers; interpreter paths, not pyenv shims): "
-                "python -m rlm_compat.tools.conformance.oracle record --python /path/to/python3.10 "
+                "rlm-compat oracle record --python /path/to/python3.10 "
                 "--python /path/to/python3.11 --python /path/to/python3.12 --python /path/to/python3.13",
             ),
         ),

@@ -29,7 +29,8 @@ from pathlib import Path
 from typing import Any
 
 from ...errors import RLMError
-from ..tool_errors import ToolError, ToolUsageError
+from ..shared.package_paths import package_dir, shipped_data
+from ..shared.tooling_errors import ToolError, ToolUsageError
 from . import inputs, values
 from .fixtures import FixtureSet
 
@@ -56,6 +57,7 @@ __all__ = [
 ]
 
 REASONS = ("security", "resource")
+_HERE = Path(__file__).parent  # the recorder's own sources, hashed into each recording's provenance
 
 
 class OracleError(ToolUsageError):
@@ -64,10 +66,9 @@ class OracleError(ToolUsageError):
 
 def default_reference_dir() -> Path:
     """``reference_fixtures/`` beside the package (a checkout) or inside it (an installed wheel)."""
-    package = Path(__file__).resolve().parents[2]
-    for candidate in (package / "_reference_fixtures", package.parent / "reference_fixtures"):
-        if candidate.is_dir():
-            return candidate
+    found = shipped_data("_reference_fixtures", "reference_fixtures")
+    if found is not None:
+        return found
     raise OracleError(
         "no reference fixtures found (looked in rlm_compat/_reference_fixtures and ./reference_fixtures)"
     )
@@ -90,7 +91,7 @@ def _sha256(path: Path) -> str:
 
 def source_hashes() -> dict[str, str]:
     """sha256 of what produces a recording: the executor, the driver serving it, its codecs."""
-    here = Path(__file__).parent
+    here = _HERE
     files = {
         "reference_sha256": here / "reference.py",
         "driver_sha256": here / "driver.py",
@@ -98,7 +99,7 @@ def source_hashes() -> dict[str, str]:
         "case_runs_sha256": here / "case_runs.py",
         "peer_backends_sha256": here / "peer_backends.py",
         "values_sha256": here / "values.py",
-        "fences_sha256": here.parents[1] / "sandbox" / "fences.py",
+        "fences_sha256": package_dir() / "sandbox" / "fences.py",
     }
     return {key: _sha256(path) for key, path in files.items()}
 
@@ -129,7 +130,7 @@ def record(pythons: Iterable[str], out_dir: Path, *, log: Callable[[str], None] 
         "oracle": "CPython reference executor (rlm_compat/tools/conformance/reference.py)",
         "implementation": "cpython-reference (driver.py --backend cpython-reference)",
         **source_hashes(),
-        "inputs": {str(p.relative_to(p.parents[2])): _sha256(p) for p in sorted(inputs.input_files("repl"))},
+        "inputs": {str(p.relative_to(_HERE)): _sha256(p) for p in sorted(inputs.input_files("repl"))},
         "recorded": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
         "machine": platform.machine(),
         "step_limit": _STEP_LIMIT,
@@ -184,7 +185,7 @@ def load_reference(
     if not path.is_file():
         raise OracleError(
             f"no reference recording for this Python: {path} is missing; "
-            "record it with `python -m rlm_compat.tools.conformance.oracle record`"
+            "record it with `rlm-compat oracle record`"
         )
     out = {}
     for line in path.read_text(encoding="utf-8").splitlines():
@@ -512,30 +513,3 @@ def gate(
         report.verdicts.append(judge(case_id, run(item["input"]), item["expected"], restrictions, python))
     report.unused_patterns = unused_patterns(restrictions, reference, python)
     return report
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m rlm_compat.tools.conformance.oracle record --python PY ...`` / ``gate``."""
-    import argparse
-
-    parser = argparse.ArgumentParser(
-        prog="python -m rlm_compat.tools.conformance.oracle", description=__doc__.split("\n")[0]
-    )
-    sub = parser.add_subparsers(dest="command", required=True)
-    rec = sub.add_parser("record", help="record the REPL inputs under the CPython reference executor")
-    rec.add_argument("--python", action="append", required=True, help="an interpreter (repeat per version)")
-    rec.add_argument("--out", type=Path, default=None, help="directory (default: reference_fixtures/)")
-    chk = sub.add_parser("gate", help="gate profile fixed against the recording of the running Python")
-    chk.add_argument("--isolation", default="inline", choices=("inline", "process"))
-    args = parser.parse_args(argv)
-    if args.command == "record":
-        out = args.out or Path(__file__).resolve().parents[3] / "reference_fixtures"
-        record(args.python, out)
-        return 0
-    report = gate(load_reference(), load_restrictions(), lambda case: run_fixed(case, args.isolation))
-    print(report.summary())
-    return 0 if report.ok else 1
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

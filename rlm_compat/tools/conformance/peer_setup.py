@@ -3,7 +3,7 @@
 A peer named without an interpreter (``--impl rlms-0.1.1``, ``--impl dspy-rlm``) gets a venv
 ``DIR/venv-NAME`` made with this Python's ``venv`` and pip from PyPI (reused when it exists), and
 dspy-rlm also its offline Deno + Pyodide runtime ``DIR/dspy-runtime`` (npm; see
-``rlm_compat.tools.research.dspy_runtime``). The layout is ``rlm-compat compare --setup``'s, so
+``rlm_compat.tools.conformance.dspy_runtime``). The layout is ``rlm-compat compare --setup``'s, so
 one ``--setup-dir`` serves both commands.
 """
 
@@ -13,8 +13,8 @@ import dataclasses
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from ..peer_venv import peer_venv
-from ..tool_errors import ToolUsageError
+from ..shared.peer_venv import peer_venv
+from ..shared.tooling_errors import ToolUsageError
 from .implementations import Implementation, find_dspy_runtime
 
 __all__ = ["setup_peers"]
@@ -44,7 +44,7 @@ def _runtime(python: str, directory: Path, progress: Callable[[str], None]) -> P
         return find_dspy_runtime(python)
     except ToolUsageError:
         pass
-    from ..research.dspy_runtime import prepare_dspy_runtime
+    from .dspy_runtime import prepare_dspy_runtime
 
     progress(f"dspy-rlm: Deno and Pyodide from npm into {directory / 'dspy-runtime'}")
     return prepare_dspy_runtime(directory / "dspy-runtime", python)

@@ -91,7 +91,7 @@ class Suite(Protocol):
 class RunSpec:
     """One cell of a grid. ``config`` is a profile spec such as ``fixed``, ``upstream``,
     ``upstream-without:separate_scopes`` or ``fixed-with:imports_refused``, or an implementation
-    (``impl:ysz-2fb46cc``, :mod:`~rlm_compat.tools.research.impls`); ``model`` is
+    (``impl:ysz-2fb46cc``, :mod:`~rlm_compat.tools.research.compare.impls`); ``model`` is
     ``scripted`` (the task's deterministic policy) or a litellm model name."""
 
     suite: str

@@ -26,7 +26,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Iterator
 
-from ..tool_errors import ToolUsageError
+from ..shared.tooling_errors import ToolUsageError
 from .paper_tasks import PAPER_SIZES
 from .tasks import SIZES, GeneratedTask
 

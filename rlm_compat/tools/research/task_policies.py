@@ -16,7 +16,7 @@ from __future__ import annotations
 import re
 
 from ...clients import LLMClient
-from ..tool_errors import ToolUsageError
+from ..shared.tooling_errors import ToolUsageError
 from .base import TaskInstance
 from .corpus import number_words
 from .scripted_policy import Agent, Conversation, Move, PolicyState, ScriptedPolicy, last_marked

@@ -33,7 +33,7 @@ import random
 import re
 from collections.abc import Callable
 
-from ..tool_errors import ToolUsageError
+from ..shared.tooling_errors import ToolUsageError
 from .base import Grader, TaskInstance
 from .corpus import FILLER_WORDS, assemble, below, derive_rng, filler, number_words, pick, sha256_text
 from .graders import ExactInteger, ExactText

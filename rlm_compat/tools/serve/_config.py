@@ -7,7 +7,7 @@ import os
 import re
 from dataclasses import dataclass, field
 
-from ..tool_errors import ToolUsageError
+from ..shared.tooling_errors import ToolUsageError
 from ._models import ModelRegistry
 from ._protocol import ServeLimits
 from ._records import DEFAULT_KEEP_BYTES, DEFAULT_KEEP_RUNS

@@ -14,7 +14,7 @@ import os
 import stat
 from pathlib import Path
 
-from ..tool_errors import ToolError
+from ..shared.tooling_errors import ToolError
 
 __all__ = ["CHUNK", "DocumentRefused", "read_document"]
 

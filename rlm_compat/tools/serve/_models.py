@@ -20,7 +20,7 @@ from typing import Any
 from ...compat import resolve_api
 from ...errors import ConfigurationError
 from ...settings import PARAMETERS, build_settings
-from ..tool_errors import ToolUsageError
+from ..shared.tooling_errors import ToolUsageError
 
 if sys.version_info >= (3, 11):
     import tomllib

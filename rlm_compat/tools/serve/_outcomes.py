@@ -18,7 +18,7 @@ from ...errors import (
     MaxDepthError,
     MaxIterationsError,
 )
-from ..tool_errors import ToolUsageError
+from ..shared.tooling_errors import ToolUsageError
 from ._errors import ApiError
 
 __all__ = ["BUDGET_FIELDS", "error_for_failure"]

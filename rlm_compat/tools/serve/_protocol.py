@@ -11,7 +11,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..tool_errors import ToolUsageError
+from ..shared.tooling_errors import ToolUsageError
 from ._body import load_body
 from ._errors import ApiError, bad
 from ._params import root_call_options

@@ -11,8 +11,8 @@ import sys
 from typing import Any
 
 from ...errors import ConfigurationError
-from ..rlm_flags import add_rlm_flags, given_keywords
-from ..tool_errors import ToolUsageError
+from ..shared.rlm_flags import add_rlm_flags, given_keywords
+from ..shared.tooling_errors import ToolUsageError
 from ._models import CLIENTS, SERVER_OWNED, ModelRegistry, ModelSpec
 from ._protocol import ServeLimits
 from ._records import DEFAULT_KEEP_BYTES, DEFAULT_KEEP_RUNS

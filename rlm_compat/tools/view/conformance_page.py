@@ -30,7 +30,7 @@ def _fixture_root(stated: str, *, reference: bool = False) -> Path | None:
     """Where one oracle's recordings are: the directory the results name, else the shipped one."""
     from ..conformance.fixtures import default_fixtures_dir
     from ..conformance.oracle import default_reference_dir
-    from ..tool_errors import ToolError
+    from ..shared.tooling_errors import ToolError
 
     if stated and Path(stated).is_dir():
         return Path(stated)

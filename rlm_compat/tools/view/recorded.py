@@ -1,11 +1,11 @@
 """Foreign trajectories (``rlms`` logs, dspy.RLM histories) as the view's model.
 
-The formats are read once, by :mod:`rlm_compat.tools.replay.foreign` (the importer ``rlm-compat replay``
-uses); this module only projects its :class:`~rlm_compat.tools.runs.steps.RecordedRun` onto the view's
-dataclasses, so a log that replays is a log that renders, with the same node ids and step numbers
-a replay report names (which is how ``--divergence`` finds its steps). The readers registered here
-return ``None`` for a file of another format, as :func:`~rlm_compat.tools.view.sources.register_reader`
-expects.
+The formats are read once, by :mod:`rlm_compat.tools.formats.foreign_runs` (the importer
+``rlm-compat replay`` uses); this module only projects its
+:class:`~rlm_compat.tools.runs.steps.RecordedRun` onto the view's dataclasses, so a log that replays is
+a log that renders, with the same node ids and step numbers a replay report names (which is how
+``--divergence`` finds its steps). The readers registered here return ``None`` for a file of
+another format, as :func:`~rlm_compat.tools.view.sources.register_reader` expects.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ...errors import TrajectoryError
-from ..replay.foreign import detect_format, load_run
+from ..formats.foreign_runs import detect_format, load_run
 from ..runs.steps import RecordedNode, RecordedRun, RecordedStep, RecordedSubcall, RecordedTurn
 from .model import CallInfo, NodeModel, StepModel, SubcallModel, TrajectoryModel, ViewInputError
 

@@ -34,14 +34,14 @@ def _read_rlm_compat(path: Path) -> TrajectoryModel | None:
 
 
 def _read_rlms(path: Path) -> TrajectoryModel | None:
-    """``rlms``' JSONL logs, read by the importer ``rlm-compat replay`` uses (tools/replay/foreign.py)."""
+    """``rlms``' JSONL logs, read by the importer ``rlm-compat replay`` uses (tools/formats/)."""
     from .recorded import read_rlms
 
     return read_rlms(path)
 
 
 def _read_dspy(path: Path) -> TrajectoryModel | None:
-    """dspy.RLM trajectories, read by the importer ``rlm-compat replay`` uses (tools/replay/foreign.py)."""
+    """dspy.RLM trajectories, read by the importer ``rlm-compat replay`` uses (tools/formats/)."""
     from .recorded import read_dspy
 
     return read_dspy(path)

@@ -218,7 +218,7 @@ def test_dspy_rlm_runs_repl_cases_in_pyodide(tmp_path: Path) -> None:
     """One interpreter for every case (a hang last: it kills it), judged as a run judges them."""
     from fnmatch import fnmatchcase
 
-    from rlm_compat.tools.research.dspy_runtime import prepare_dspy_runtime
+    from rlm_compat.tools.conformance.dspy_runtime import prepare_dspy_runtime
 
     python = dspy_venv.dspy_python(tmp_path)
     try:

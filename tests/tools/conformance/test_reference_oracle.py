@@ -36,9 +36,7 @@ def test_recordings_cover_every_supported_python_and_every_input() -> None:
         name = f"repl.cpython3.{minor}.jsonl"
         assert name in provenance["fixtures"], name
         recorded = oracle.load_reference(REF_DIR, (3, minor))
-        assert set(recorded) == ids, (
-            f"{name}: re-record with `python -m rlm_compat.tools.conformance.oracle record`"
-        )
+        assert set(recorded) == ids, f"{name}: re-record with `rlm-compat oracle record`"
         assert provenance["fixtures"][name]["python"].startswith(f"3.{minor}.")
 
 

@@ -504,7 +504,7 @@ def test_a_closed_pipe_ends_the_output_quietly() -> None:
 
 
 def test_the_format_flags_offer_every_reader() -> None:
+    from rlm_compat.tools.formats.arguments import FORMAT_CHOICES
     from rlm_compat.tools.replay.foreign import FORMATS
-    from rlm_compat.tools.replay.replay_cli import FORMAT_CHOICES
 
     assert FORMAT_CHOICES == FORMATS

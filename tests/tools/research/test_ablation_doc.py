@@ -13,9 +13,9 @@ from typing import Any
 from locations import ROOT
 
 from rlm_compat.tools.research.base import RunRecord
-from rlm_compat.tools.research.grid import expand_configs
+from rlm_compat.tools.research.compare.grid import expand_configs
+from rlm_compat.tools.research.compare.tables import markdown, summarize
 from rlm_compat.tools.research.suites import load_suite
-from rlm_compat.tools.research.tables import markdown, summarize
 
 ROOT = ROOT
 ABLATION = ROOT / "docs" / "research" / "ablation"

@@ -17,11 +17,18 @@ from rlm_compat.record import read_trajectory
 from rlm_compat.tools import ToolUsageError
 from rlm_compat.tools.cli import main
 from rlm_compat.tools.research.base import Grade, RunRecord, RunSpec, TaskInstance
-from rlm_compat.tools.research.comparison import run_grid
-from rlm_compat.tools.research.executors import LocalExecutor, RayExecutor, executor_from_spec
-from rlm_compat.tools.research.grid import GridError, GridJob, RunLog, expand_configs, plan, trajectory_name
-from rlm_compat.tools.research.suite_registry import resolve_suite
-from rlm_compat.tools.research.tables import markdown, summarize
+from rlm_compat.tools.research.compare.comparison import run_grid
+from rlm_compat.tools.research.compare.executors import LocalExecutor, RayExecutor, executor_from_spec
+from rlm_compat.tools.research.compare.grid import (
+    GridError,
+    GridJob,
+    RunLog,
+    expand_configs,
+    plan,
+    trajectory_name,
+)
+from rlm_compat.tools.research.compare.suite_registry import resolve_suite
+from rlm_compat.tools.research.compare.tables import markdown, summarize
 
 SUITE = "compare_suite:needle_suite"
 POLICY = "compare_suite:policy"

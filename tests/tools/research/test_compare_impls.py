@@ -27,7 +27,7 @@ from rlm_compat.tools.cli import main
 from rlm_compat.tools.conformance.driver import Backend, Driver, ProtocolViolation
 from rlm_compat.tools.conformance.protocol import SCHEMA_PATH
 from rlm_compat.tools.research.base import RunRecord
-from rlm_compat.tools.research.impls import hello_message, task_message
+from rlm_compat.tools.research.compare.impls import hello_message, task_message
 from rlm_compat.tools.research.paper_tasks import PAPER_SIZES
 from rlm_compat.tools.research.suites import TaskSuite
 from rlm_compat.tools.research.tasks import GeneratedTask, task_from_id

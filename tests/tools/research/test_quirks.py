@@ -15,7 +15,7 @@ from rlm_compat.errors import TrajectoryError
 from rlm_compat.profiles import QUIRKS
 from rlm_compat.testing import ScriptedChatServer
 from rlm_compat.tools.cli import main
-from rlm_compat.tools.research.quirks import quirk_table
+from rlm_compat.tools.research.ablation.quirks import quirk_table
 
 ServerFactory = Callable[..., ScriptedChatServer]
 DATA = DATA / "replay"

@@ -16,10 +16,10 @@ from typing import Any
 from locations import ROOT
 
 from rlm_compat.tools.conformance.protocol import DRIVER_PATH
-from rlm_compat.tools.research.real_corpus import (
-    CORPUS,
+from rlm_compat.tools.research.real_trajectories.real_corpus import (
     REQUIRED,
     corpus_cases,
+    default_corpus,
     input_hashes,
     load_corpus,
     measure,
@@ -89,7 +89,7 @@ def test_the_record_has_every_implementation_and_quirk_and_fixed_meets_the_bar()
 
 def test_an_implementation_given_as_a_command_gets_a_row(tmp_path: Path) -> None:
     """``--impl NAME=COMMAND``: any program speaking the protocol, no source edits."""
-    lines = CORPUS.read_text(encoding="utf-8").splitlines()
+    lines = default_corpus().read_text(encoding="utf-8").splitlines()
     first = "JamesHWade/dspy-explorer/src/dspy_explorer/data/runs/dspy-rlm-run-1.json"  # no host access
     small = tmp_path / "steps.jsonl"
     small.write_text(

@@ -22,7 +22,7 @@ from locations import ROOT
 
 from rlm_compat.tools.cli import main
 from rlm_compat.tools.conformance.fixtures import default_fixtures_dir
-from rlm_compat.tools.research.baseline import (
+from rlm_compat.tools.research.baselines.baseline import (
     PROFILES,
     QUICK_CODE,
     probe_definitions,
@@ -32,7 +32,7 @@ from rlm_compat.tools.research.baseline import (
     run_quick_here,
     verdicts,
 )
-from rlm_compat.tools.research.baseline_facts import FACTS, all_probes
+from rlm_compat.tools.research.baselines.baseline_facts import FACTS, all_probes
 
 ROOT = ROOT
 DOC = ROOT / "docs" / "research" / "unofficial-baseline.md"

@@ -1,8 +1,9 @@
 """Where a grid's cells run: this process (bounded asyncio concurrency) or a Ray cluster.
 
-Both take the same :class:`~rlm_compat.tools.research.grid.GridJob` and :class:`RunSpec` list and hand
-every :class:`CellResult` to one callback in the calling process, as cells finish; both call the
-same :func:`~rlm_compat.tools.research.grid.run_cell`, so a cell's record does not depend on the engine.
+Both take the same :class:`~rlm_compat.tools.research.compare.grid.GridJob` and :class:`RunSpec`
+list and hand every :class:`CellResult` to one callback in the calling process, as cells finish; both
+call the same :func:`~rlm_compat.tools.research.compare.grid.run_cell`, so a cell's record does not
+depend on the engine.
 Ray does all the scheduling of its executor: runs are handed over as tasks and collected.
 """
 
@@ -14,9 +15,9 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
-from ...core import run_sync
-from ..tool_errors import ToolUsageError
-from .base import RunSpec
+from ....core import run_sync
+from ...shared.tooling_errors import ToolUsageError
+from ..base import RunSpec
 from .grid import CellResult, GridJob, run_cell
 
 __all__ = ["Executor", "LocalExecutor", "OnResult", "RayExecutor", "executor_from_spec"]

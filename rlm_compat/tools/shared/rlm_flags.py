@@ -11,7 +11,7 @@ import argparse
 from collections.abc import Collection, Mapping
 from typing import Any
 
-from ..settings import PARAMETERS, REQUIRED
+from ...settings import PARAMETERS, REQUIRED
 
 __all__ = ["GROUPS", "add_rlm_flags", "flag_type", "given_keywords"]
 

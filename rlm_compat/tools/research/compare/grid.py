@@ -22,11 +22,11 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from ...clients import LLMClient
-from ...errors import RLMError
-from ...profiles import QUIRKS, Profile
-from ..tool_errors import ToolError, ToolUsageError
-from .base import RunRecord, RunSpec, Suite, TaskInstance, TaskSpec
+from ....clients import LLMClient
+from ....errors import RLMError
+from ....profiles import QUIRKS, Profile
+from ...shared.tooling_errors import ToolError, ToolUsageError
+from ..base import RunRecord, RunSpec, Suite, TaskInstance, TaskSpec
 from .impls import IMPL_PREFIX, GridImplementation, TaskOutcome, run_driver_task
 
 __all__ = [
@@ -203,7 +203,7 @@ async def run_cell(job: GridJob, spec: RunSpec, trajectory_dir: Path | None = No
     failing grade, not an exception: a grid measures failures too. The trajectory is written to a
     scratch file and returned as text, so the caller decides where it lives.
     """
-    from ...core import RLM
+    from ....core import RLM
 
     if spec.config.startswith(IMPL_PREFIX):
         return await run_impl_cell(job, spec, trajectory_dir)
@@ -333,7 +333,7 @@ async def _run_rlm_compat(
     job: GridJob, task: TaskInstance, model: str, api_base: str | None, api_key: str | None, scratch: Path
 ) -> tuple[TaskOutcome, str | None]:
     """rlm_compat as an implementation: profile ``fixed`` through litellm, like the others."""
-    from ...core import RLM
+    from ....core import RLM
 
     path = scratch / "trajectory.jsonl"
     rlm = RLM(

@@ -35,15 +35,17 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from ...profiles import QUIRKS
-from ..tool_errors import ToolUsageError
+from ....profiles import QUIRKS
+from ...shared.package_paths import import_root, package_dir, source_checkout
+from ...shared.tooling_errors import ToolUsageError
 
 __all__ = [
-    "CORPUS",
+    "CORPUS_FILE",
     "DEFAULT_IMPLS",
     "Step",
     "classify",
     "corpus_cases",
+    "default_corpus",
     "input_hashes",
     "load_corpus",
     "measure",
@@ -51,8 +53,7 @@ __all__ = [
     "write_chart",
 ]
 
-ROOT = Path(__file__).resolve().parents[3]
-CORPUS = ROOT / "real_corpus" / "steps.jsonl"
+CORPUS_FILE = "real_corpus/steps.jsonl"  # in a source checkout; the wheel does not ship the corpus
 CHART = "real-trajectories.png"
 DEFAULT_IMPLS = ("cpython", "fixed", "upstream")
 REQUIRED = (
@@ -129,10 +130,10 @@ class Step:
         return str(self.record["trajectory"])
 
 
-def load_corpus(path: Path = CORPUS) -> list[Step]:
+def load_corpus(path: Path | None = None) -> list[Step]:
     """The corpus's steps in file order; ToolUsageError for a record without provenance."""
     steps = []
-    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+    for number, line in enumerate((path or default_corpus()).read_text(encoding="utf-8").splitlines(), 1):
         if not line.strip():
             continue
         record = json.loads(line)
@@ -222,8 +223,8 @@ def _outcome(result: dict[str, Any], index: int) -> dict[str, Any]:
 
 def run_impl(spec: str, cases: Sequence[dict[str, Any]], **options: Any) -> list[dict[str, Any]]:
     """Every case's result from the implementation ``spec`` (a conformance ``--impl`` spec)."""
-    from ..conformance.adapters import Adapter, ProfileAdapter
-    from ..conformance.implementations import make_adapter
+    from ...conformance.adapters import Adapter, ProfileAdapter
+    from ...conformance.implementations import make_adapter
 
     adapter: Adapter
     if spec.startswith(("fixed-with:", "upstream-without:")):
@@ -313,9 +314,11 @@ def measure(
     impls: Iterable[str] = DEFAULT_IMPLS,
     *,
     quirks: bool = True,
+    corpus: Path | None = None,
     **options: Any,
 ) -> dict[str, Any]:
-    """The record the page is rendered from: per implementation and per quirk, on ``steps``."""
+    """The record the page is rendered from: per implementation and per quirk, on ``steps`` (read
+    from ``corpus``, by default the checkout's, whose hash the record keeps)."""
     cases = corpus_cases(steps)
     reference = run_impl("cpython", cases, **options)
     _mark_unstable(cases, reference, run_impl("cpython", cases, **options))
@@ -342,7 +345,7 @@ def measure(
                 - sum(record["implementations"]["fixed"]["misses"].values()),
                 "repairs_alone": len(repaired),
             }
-    record["inputs"] = input_hashes()
+    record["inputs"] = input_hashes(corpus)
     return record
 
 
@@ -372,14 +375,23 @@ def _corpus_summary(steps: Sequence[Step]) -> dict[str, Any]:
     }
 
 
-def input_hashes() -> dict[str, str]:
-    """sha256 of what the numbers depend on: the corpus, the sandbox and profiles, this module."""
-    files = [CORPUS, Path(__file__), ROOT / "rlm_compat" / "profiles.py", ROOT / "rlm_compat" / "repl.py"]
-    files += sorted((ROOT / "rlm_compat" / "sandbox").rglob("*.py"))
-    files += [ROOT / "rlm_compat" / "tools" / "conformance" / "reference.py"]
-    out = {}
+def default_corpus() -> Path:
+    """The source checkout's corpus (a :class:`ToolUsageError` saying to pass ``--corpus`` without one)."""
+    return source_checkout(f"the real corpus ({CORPUS_FILE})", "--corpus FILE") / CORPUS_FILE
+
+
+def input_hashes(corpus: Path | None = None) -> dict[str, str]:
+    """sha256 of what the numbers depend on: the corpus (``corpus``, by default the checkout's), the
+    sandbox and profiles, this module; keyed by path in a source checkout."""
+    out = {CORPUS_FILE: hashlib.sha256((corpus or default_corpus()).read_bytes()).hexdigest()}
+    package = package_dir()
+    files = [Path(__file__), package / "profiles.py", package / "repl.py"]
+    files += sorted((package / "sandbox").rglob("*.py"))
+    files += [package / "tools" / "conformance" / "reference.py"]
     for path in files:
-        out[str(path.relative_to(ROOT))] = hashlib.sha256(path.read_bytes()).hexdigest()
+        out[str(path.resolve().relative_to(import_root().resolve()))] = hashlib.sha256(
+            path.read_bytes()
+        ).hexdigest()
     return out
 
 

@@ -16,8 +16,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from ... import __version__
-from ..tool_errors import ToolUsageError
+from .... import __version__
+from ...shared.tooling_errors import ToolUsageError
 from .baseline_facts import Probe, all_probes
 from .baseline_fixtures import fixture_summary
 from .baseline_page import render
@@ -107,7 +107,7 @@ def _run(adapter: Any, probes: Sequence[Probe]) -> dict[str, Any]:
 
 def run_profiles(probes: Sequence[Probe] | None = None) -> dict[str, dict[str, Any]]:
     """rlm_compat's outcomes per profile, in this process (what the test re-runs)."""
-    from ..conformance.implementations import make_adapter
+    from ...conformance.implementations import make_adapter
 
     chosen = list(all_probes() if probes is None else probes)
     return {profile: _run(make_adapter(profile), chosen) for profile in PROFILES}
@@ -120,7 +120,7 @@ def collect(checkout: Path, pythons: Sequence[str], peers: Mapping[str, str]) ->
     for ``rlm-compat record``); ``peers`` maps ``recursive-llm-0.5.0`` / ``rlms-0.1.1`` to the
     interpreter of its venv. No path is stored: the record names versions only.
     """
-    from ..conformance.implementations import make_adapter
+    from ...conformance.implementations import make_adapter
 
     if not (checkout / "src" / "rlm" / "repl.py").is_file():
         raise ToolUsageError(f"{checkout} is not a ysz/recursive-llm checkout (no src/rlm/repl.py)")

@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from ..tool_errors import ToolUsageError
+from ...shared.tooling_errors import ToolUsageError
 
 __all__ = ["ABLATION_CHART", "COST_CHART", "PASS_RATE_CHART", "write_charts"]
 

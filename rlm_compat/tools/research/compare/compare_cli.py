@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from ..tool_errors import ToolUsageError
+from ...shared.tooling_errors import ToolUsageError
 
 __all__ = ["register"]
 
@@ -211,7 +211,7 @@ def _api_key(args: argparse.Namespace) -> str | None:
 
 def _check_scripted_kinds(suite: Any) -> None:
     """The scripted endpoint serves only the built-in kinds' policies to other implementations."""
-    from .task_policies import POLICIES
+    from ..task_policies import POLICIES
 
     missing = sorted({spec.kind for spec in suite.tasks()} - set(POLICIES))
     if missing:

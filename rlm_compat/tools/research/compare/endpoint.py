@@ -17,9 +17,9 @@ import json
 from types import TracebackType
 from typing import Any
 
-from ...testing import ScriptedChatServer
-from .base import TaskInstance
-from .task_policies import policy_for
+from ....testing import ScriptedChatServer
+from ..base import TaskInstance
+from ..task_policies import policy_for
 
 __all__ = ["SCRIPTED_ENDPOINT_MODEL", "PolicyEndpoint"]
 

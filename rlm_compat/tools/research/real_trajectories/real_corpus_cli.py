@@ -11,8 +11,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from ...errors import ConfigurationError
-from ..tool_errors import ToolUsageError
+from ....errors import ConfigurationError
+from ...shared.tooling_errors import ToolUsageError
 
 __all__ = ["register"]
 
@@ -51,14 +51,16 @@ def register(subparsers: Any) -> None:
 
 
 def _real_corpus(args: argparse.Namespace) -> int:
-    from .real_corpus import CHART, CORPUS, DEFAULT_IMPLS, load_corpus, measure, render, write_chart
+    from .real_corpus import CHART, DEFAULT_IMPLS, load_corpus, measure, render, write_chart
 
     try:
-        steps = load_corpus(args.corpus or CORPUS)
+        steps = load_corpus(args.corpus)
         options: dict[str, Any] = {"isolation": "inline"}
         if args.upstream is not None:
             options["checkout"] = args.upstream
-        record = measure(steps, [*DEFAULT_IMPLS, *args.impl], quirks=not args.no_quirks, **options)
+        record = measure(
+            steps, [*DEFAULT_IMPLS, *args.impl], quirks=not args.no_quirks, corpus=args.corpus, **options
+        )
     except (ConfigurationError, ToolUsageError, OSError, ValueError) as exc:
         print(f"rlm-compat real-corpus: {exc}", file=sys.stderr)
         return 2

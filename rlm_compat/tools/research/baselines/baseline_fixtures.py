@@ -11,8 +11,8 @@ from typing import Any
 
 def fixture_summary(root: Path) -> list[str]:
     """Markdown lines: what the recorded fixtures and the deviations registry say about 2fb46cc."""
-    from ..conformance.deviations import Registry
-    from ..conformance.fixtures import FixtureSet, read_jsonl
+    from ...conformance.deviations import Registry
+    from ...conformance.fixtures import FixtureSet, read_jsonl
 
     fixtures = FixtureSet.open(root)
     provenance = fixtures.provenance()
@@ -82,7 +82,7 @@ def _quirk_counts(entries: Sequence[Any], covered: Mapping[int, int]) -> list[st
     A ``fix`` entry names the switch(es) whose documentation it quotes (``switch``); a case with
     several quirks counts for each of them.
     """
-    from ...profiles import QUIRKS
+    from ....profiles import QUIRKS
 
     counts: Counter[str] = Counter()
     for entry in entries:

@@ -11,10 +11,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from ...config import ISOLATIONS
-from ...errors import ConfigurationError, TrajectoryError
-from ..replay.replay_cli import FORMAT_CHOICES, context_arguments, read_context
-from ..tool_errors import ToolUsageError
+from ....config import ISOLATIONS
+from ....errors import ConfigurationError, TrajectoryError
+from ...formats.arguments import FORMAT_CHOICES, context_arguments, read_context
+from ...shared.tooling_errors import ToolUsageError
 
 __all__ = ["register"]
 

@@ -11,12 +11,12 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-from ...clients import LLMClient
-from ..tool_errors import ToolUsageError
-from .base import RunSpec, Suite, TaskInstance
+from ....clients import LLMClient
+from ...shared.tooling_errors import ToolUsageError
+from ..base import RunSpec, Suite, TaskInstance
+from ..suites import load_suite
+from ..task_policies import client_for
 from .grid import SCRIPTED, PolicyFactory
-from .suites import load_suite
-from .task_policies import client_for
 
 __all__ = ["default_policy", "load_object", "resolve_policy", "resolve_suite"]
 

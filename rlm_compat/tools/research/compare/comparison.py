@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from .base import RunRecord, RunSpec
+from ..base import RunRecord, RunSpec
 from .executors import Executor
 from .grid import CellResult, GridError, GridJob, RunLog
 from .plots import write_charts

@@ -12,14 +12,13 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from ...config import ISOLATIONS
-from ...errors import ConfigurationError, TrajectoryError
-from ..tool_errors import ToolUsageError
-
-FORMAT_CHOICES = ("rlm_compat", "rlms", "dspy", "dspy-log", "la3d-events", "la3d-eval", "fabric-rlm")
-"""The readers' formats (:data:`.foreign.FORMATS`, written out: building the parser imports no reader)."""
+from ..config import ISOLATIONS
+from ..errors import ConfigurationError, TrajectoryError
+from .formats.arguments import FORMAT_CHOICES, context_arguments, read_context
+from .shared.tooling_errors import ToolUsageError
 
 __all__ = ["FORMAT_CHOICES", "context_arguments", "read_context", "register"]
+__all__ = ["register"]
 
 
 def register(subparsers: Any) -> None:
@@ -67,42 +66,13 @@ def register(subparsers: Any) -> None:
     p.set_defaults(handler=_replay)
 
 
-def context_arguments(p: argparse.ArgumentParser) -> None:
-    """``--context-file`` / ``--context`` / ``--no-context``: trajectories keep only the context's size."""
-    source = p.add_mutually_exclusive_group()
-    source.add_argument(
-        "--context-file",
-        action="extend",
-        nargs="+",
-        metavar="PATH",
-        help="the context the run was given, named as `rlm-compat run --context-file` named it: a file, "
-        "a directory, a glob or - for stdin, repeatable (run it from the same directory: several files "
-        "become one string with each path in a header)",
-    )
-    source.add_argument("--context", help="the context text itself")
-    source.add_argument(
-        "--no-context", action="store_true", help="replay over an empty context (the recorded one is unknown)"
-    )
-
-
-def read_context(args: argparse.Namespace) -> str | None:
-    """The context the arguments name; None when none was given."""
-    if args.no_context:
-        return ""
-    if args.context_file is not None:
-        from ..run_context import load_context
-
-        return load_context(args.context_file).text  # ContextInputError: a ToolUsageError
-    return args.context if isinstance(args.context, str) else None
-
-
 def _replay(args: argparse.Namespace) -> int:
-    from .foreign import load_run
-    from .replayer import replay
+    from .formats.foreign_runs import load_run
+    from .replay.replayer import replay
 
     try:
         if args.view is not None:
-            from ..view.render import require
+            from .view.render import require
 
             require()  # before the replay, not after it
         run = load_run(args.trajectory, args.format)
@@ -125,7 +95,7 @@ def _replay(args: argparse.Namespace) -> int:
     else:
         print(report.render(every=args.all))
     if args.view is not None:
-        from ..view import write_view
+        from .view import write_view
 
         try:
             write_view([args.trajectory], args.view, replay_report=report.to_dict())

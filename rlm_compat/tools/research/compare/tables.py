@@ -11,7 +11,7 @@ from collections.abc import Iterable, Sequence
 from statistics import fmean
 from typing import Any
 
-from .base import RunRecord
+from ..base import RunRecord
 
 __all__ = ["SUMMARY_SCHEMA", "SUMMARY_VERSION", "markdown", "summarize"]
 

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
-from ..tool_errors import ToolUsageError
+from ...shared.package_paths import import_root
+from ...shared.tooling_errors import ToolUsageError
 
 QUICK_CODE = (
     "import re",
@@ -85,8 +85,7 @@ def run_quick_here(profile: str) -> str:
     """:func:`run_quick` for an rlm_compat profile with this interpreter and this rlm_compat."""
     import sys
 
-    package_root = str(Path(__file__).resolve().parents[3])
-    return run_quick(sys.executable, profile, package_root)
+    return run_quick(sys.executable, profile, str(import_root()))
 
 
 def python_minor(python: str) -> str:

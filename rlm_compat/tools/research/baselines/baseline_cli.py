@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from ..tool_errors import ToolUsageError
+from ...shared.tooling_errors import ToolUsageError
 
 __all__ = ["register"]
 
@@ -48,7 +48,7 @@ def register(commands: Any) -> None:
 
 
 def _baseline(args: argparse.Namespace) -> int:
-    from ..conformance.fixtures import default_fixtures_dir
+    from ...conformance.fixtures import default_fixtures_dir
     from .baseline import collect, render
 
     record_path = args.out.with_suffix(".json")

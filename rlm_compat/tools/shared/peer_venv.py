@@ -12,7 +12,7 @@ import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from .tool_errors import ToolUsageError
+from .tooling_errors import ToolUsageError
 
 __all__ = ["peer_venv", "setup_step"]
 

@@ -34,13 +34,13 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from ...errors import ConfigurationError
-from ..conformance.driver import TASK_PROTOCOL_VERSION
-from ..conformance.implementations import find_dspy_runtime
-from ..conformance.protocol import DRIVER_PATH, driver_environment
-from ..peer_venv import peer_venv, setup_step
-from ..tool_errors import ToolUsageError
-from .dspy_runtime import prepare_dspy_runtime
+from ....errors import ConfigurationError
+from ...conformance.driver import TASK_PROTOCOL_VERSION
+from ...conformance.dspy_runtime import prepare_dspy_runtime
+from ...conformance.implementations import find_dspy_runtime
+from ...conformance.protocol import DRIVER_PATH, driver_environment
+from ...shared.peer_venv import peer_venv, setup_step
+from ...shared.tooling_errors import ToolUsageError
 
 __all__ = [
     "CANNOT_START",
@@ -112,7 +112,7 @@ class GridImplementation:
             raise ToolUsageError(
                 f"{self.name} needs its offline Deno + Pyodide runtime: --setup (npm), or --impl-path "
                 f"{self.name}=DIR with DIR made by "
-                "rlm_compat.tools.research.dspy_runtime.prepare_dspy_runtime"
+                "rlm_compat.tools.conformance.dspy_runtime.prepare_dspy_runtime"
             )
         argv = [self.python, str(DRIVER_PATH), "--backend", self.backend, "--label", self.name]
         for path in self.paths:

@@ -24,7 +24,7 @@ import shutil
 import subprocess
 from pathlib import Path
 
-from ..tool_errors import ToolUsageError
+from ..shared.tooling_errors import ToolUsageError
 
 __all__ = ["DENO_VERSION", "prepare_dspy_runtime"]
 

@@ -28,10 +28,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ...profiles import QUIRKS
-from ..replay.foreign import load_run
-from ..replay.replayer import ReplayReport, replay
-from ..runs.steps import RecordedRun
+from ....profiles import QUIRKS
+from ...formats.foreign_runs import load_run
+from ...replay.replayer import ReplayReport, replay
+from ...runs.steps import RecordedRun
 
 __all__ = ["QuirkCost", "QuirkTable", "quirk_table"]
 

@@ -1,0 +1,10 @@
+"""What every command of the tools shares: the tooling's errors (:mod:`.tool_errors`), the RLM
+flags ``run`` and ``serve`` both take (:mod:`.rlm_flags`) and the peers' venvs (:mod:`.peer_venv`).
+
+A leaf: it imports only the library, so the command packages and the CLI's table of contents
+(:mod:`rlm_compat.tools.cli`, which imports them) can all use it without an import circle.
+"""
+
+from __future__ import annotations
+
+__all__: list[str] = []
