@@ -69,7 +69,8 @@ def opens_fence(text: str, line: int) -> tuple[str, int, str] | None:
     """``(fence character, run length, tag)`` when the line starting at ``line`` opens a fence.
 
     Any indentation; three or more backticks or tildes; the tag is the info string's first word,
-    lowercased. A line with a backtick after the run (```` ```x``` ````, ``~~~ `x```) is prose.
+    lowercased. A line with a backtick anywhere after the run (an inline span written with three
+    backticks, or a tilde run followed by a backtick) is prose.
     """
     found = _OPEN.match(text, line)
     if found is None:
@@ -151,9 +152,9 @@ def fenced_blocks(text: str) -> list[str] | None:
 
 
 def first_fence_2fb46cc(text: str) -> str:
-    """Mode :data:`FIRST_FENCE_2FB46CC`: the first ```` ```python ```` block, else the first fence
-    of any kind with its tag left in the code, else the whole text; found by substring, so an
-    inline ```` ``` ```` counts and the body is stripped."""
+    """Mode :data:`FIRST_FENCE_2FB46CC`: the first block opened by three backticks and ``python``,
+    else the first fence of any kind with its tag left in the code, else the whole text; found by
+    substring, so three backticks inside a line count too, and the body is stripped."""
     tagged = "```python"
     if tagged in text:
         start = text.find(tagged) + len(tagged)
