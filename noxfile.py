@@ -24,24 +24,18 @@ import nox
 PYTHONS = ["3.10", "3.11", "3.12", "3.13"]
 
 OLDEST_PYTHON = PYTHONS[0]
-# Not run on the oldest set, which exists to test the dependencies' floors (and keeps .ci/run near
-# its time budget): what does not change with a dependency's version — the browser tests (Chromium
-# through playwright, a test tool that is newest in both runs; the HTML they drive is rendered by
-# test_view.py on the floors too), the worker's own process mechanics (soak, isolation parity and
-# defaults, spawn, timeouts: the conformance run still checks every fixture against
-# RestrictedPython's floor, in the worker), the REPL fuzzing, the OS hardening's escape corpus (the
-# kernel's), the xdist scheduling check (a test tool's) and the pure-Python task generators.
+# Not run on the oldest set, which is also the oldest Python's only run in .ci/run: what does not
+# change with a dependency's version nor with 3.10 against the newer Pythons — the browser tests
+# (Chromium through playwright; the HTML they drive is rendered by test_view.py on the floors too),
+# the worker's soak and isolation parity (the same transport code on every Python; the conformance
+# run still checks every fixture against RestrictedPython's floor, in the worker), the OS
+# hardening's escape corpus (the kernel's) and the xdist scheduling check (a test tool's).
 OLDEST_SKIPS = (
     "tests/tools/view/test_view_browser.py",
     "tests/sandbox/isolate/test_soak.py",
     "tests/sandbox/isolate/test_isolation_parity.py",
-    "tests/sandbox/isolate/test_isolation_default.py",
-    "tests/sandbox/isolate/test_sandbox_spawn.py",
-    "tests/sandbox/restrict/test_sandbox_timeout.py",
-    "tests/test_repl_properties.py",
     "tests/tools/test_escape_assumed.py",
     "tests/test_xdist_plan.py",
-    "tests/tools/research/test_research_tasks.py",
 )
 
 nox.options.sessions = ["tests"]
