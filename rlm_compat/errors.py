@@ -8,7 +8,8 @@ roots, so a caller catching the upstream class still catches them.
 
 from __future__ import annotations
 
-from typing import Any
+import dataclasses
+from typing import Any, Literal
 
 __all__ = [
     "BudgetExceededError",
@@ -23,6 +24,7 @@ __all__ = [
     "REPLTimeoutError",
     "REPLWorkerFaultError",
     "RLMError",
+    "StepFailure",
     "TrajectoryError",
     "UnknownOptionWarning",
     "UnsupportedOptionError",
@@ -103,8 +105,39 @@ class BudgetExceededError(RLMError):
         return (type(self), (self.metric, self.limit, self.observed), self.__dict__)
 
 
+StepStage = Literal["syntax", "policy", "run"]
+
+
+@dataclasses.dataclass(frozen=True)
+class StepFailure:
+    """How a REPL step failed, as data: what the loop decides by, whatever the error's wording.
+
+    ``stage``: ``"syntax"`` — the code did not compile, so nothing ran; ``"policy"`` — it compiled
+    and the sandbox refused it before it ran; ``"run"`` — it ran and failed (raised, timed out,
+    outgrew its memory, lost its worker). ``directive``: what raised is the ``FINAL`` /
+    ``FINAL_VAR`` directive itself (its name undefined, or ``FINAL_VAR`` naming no variable),
+    after the code before it ran.
+    """
+
+    stage: StepStage = "run"
+    directive: bool = False
+
+
+_RAN = StepFailure()
+
+
 class REPLError(Exception):
-    """Code run in the REPL failed (upstream: ``rlm.repl.REPLError``; deliberately not an RLMError)."""
+    """Code run in the REPL failed (upstream: ``rlm.repl.REPLError``; deliberately not an RLMError).
+
+    ``failure`` says how, as data (:class:`StepFailure`); the message is only for people and models.
+    """
+
+    def __init__(self, *args: Any, failure: StepFailure = _RAN) -> None:
+        super().__init__(*args)
+        self.failure = failure
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), self.args, self.__dict__)
 
 
 class REPLTimeoutError(REPLError):

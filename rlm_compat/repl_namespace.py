@@ -4,8 +4,9 @@ The loop engine builds a node's namespace with :func:`build_namespace` from a
 :class:`SubCallProvider` (its own calls the model; replay's answers from a recorded run), so a new
 REPL function is written once and both see it. The argument checks (:func:`check_text`,
 :func:`texts`, :func:`query_pairs`) and the depth-limit text are the loop's, so replayed code is
-refused where the loop refused it; :func:`observe` is how a step's outcome becomes the model's
-next message. The implementation lives in :mod:`rlm_compat._loop`; tools import it from here.
+refused where the loop refused it; :func:`observe_step` is how a step's outcome becomes the model's
+next message and a typed :class:`~rlm_compat.errors.StepFailure` (:func:`observe`: a flag). The
+implementation lives in :mod:`rlm_compat._loop`; tools import it from here.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from ._loop import (
     build_namespace,
     check_text,
     observe,
+    observe_step,
     query_pairs,
     texts,
 )
@@ -28,6 +30,7 @@ __all__ = [
     "build_namespace",
     "check_text",
     "observe",
+    "observe_step",
     "query_pairs",
     "texts",
 ]

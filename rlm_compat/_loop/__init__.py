@@ -14,7 +14,7 @@ from .engine import Engine, ReplFactory
 from .final import FinalBox, FinalResolver, choose_resolver
 from .model_call import ModelCaller, Reply, RetryAfter
 from .namespace import Namespace, build_namespace
-from .session import NodeSession, observe
+from .session import NodeSession, observe, observe_step
 from .subcalls import DEPTH_TEXT, LoopSubCalls, SubCallProvider, check_text, query_pairs, texts
 from .tally import Tally
 
@@ -36,6 +36,7 @@ __all__ = [
     "check_text",
     "choose_resolver",
     "observe",
+    "observe_step",
     "query_pairs",
     "run_sync",
     "texts",

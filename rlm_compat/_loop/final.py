@@ -10,18 +10,19 @@ step's directive is withheld.
 
 from __future__ import annotations
 
-import re
+import dataclasses
 from collections.abc import Callable, Mapping
 from typing import Any
 
 from .. import parser as _parser
 from .._releases import Release, select_release
 from .._releases.contract import ApiSemantics
+from ..errors import StepFailure
 from ..parser import FinalResolution
 from ..profiles import Profile
 from ..sandbox import fenced_blocks
 
-__all__ = ["WITHHELD", "FinalBox", "FinalResolver", "choose_resolver"]
+__all__ = ["NOTHING", "WITHHELD", "WITHHOLDING", "FinalBox", "FinalResolver", "Outcome", "choose_resolver"]
 
 Render = Callable[[str], str]
 
@@ -29,11 +30,21 @@ WITHHELD = (
     "The code in this reply raised an error, so its FINAL / FINAL_VAR did not end the run. "
     "Fix the error, then give the final answer again."
 )
-# profile switch minimal_env: executing the directive itself is what failed
-_DIRECTIVE_UNDEFINED = re.compile(r"name 'FINAL(?:_VAR)?' is not defined")
-_COMPILE_FAILURE = re.compile(
-    r"Error: Execution error: (?:Compilation error: |SyntaxError|IndentationError|TabError)"
-)
+
+
+@dataclasses.dataclass(frozen=True)
+class Outcome:
+    """What a reply comes to after its step: an ``answer`` that ends the node (``method``: how it
+    was given, for the record), else ``feedback`` for the model (a parse's advice, or
+    :data:`WITHHELD`), or neither."""
+
+    answer: str | None = None
+    method: str = ""
+    feedback: str | None = None
+
+
+NOTHING = Outcome()
+WITHHOLDING = Outcome(feedback=WITHHELD)
 
 
 class FinalBox:
@@ -46,9 +57,6 @@ class FinalBox:
     def __init__(self, env: Mapping[str, Any]) -> None:
         self._env = env
         self.answer: str | None = None
-        self.missing = False
-        """The step's callable FINAL_VAR raised for want of the variable: the step failed at the
-        directive itself, after the code before it ran (``FINAL_VAR(answer)`` passes a value)."""
 
     def final(self, text: str) -> None:
         """FINAL(value): end the run after this step with ``str(value)``."""
@@ -59,7 +67,6 @@ class FinalBox:
         """FINAL_VAR(name): end the run after this step with ``str(env[name])``."""
         if text is None:
             key = name if isinstance(name, str) else repr(name)
-            self.missing = True
             raise _parser.missing_variable_error(key, self._env)
         self.final(text)
 
@@ -87,18 +94,19 @@ class FinalResolver:
         """What ``response`` means given the namespace ``env`` (never raises)."""
         return self._rule(response, env, render=render)
 
-    def withholds(self, box: FinalBox, response: str, observation: str) -> bool:
+    def withholds(self, response: str, failure: StepFailure) -> bool:
         """Whether a failed step's FINAL / FINAL_VAR is withheld (profile fixed; docs/parser.md).
 
-        Not when the directive itself is what failed, after the code before it ran (the callable
-        FINAL_VAR handed a value, or no callable at all under ``minimal_env``), and not when the
-        reply is prose rather than code: no fence line, and the whole text did not compile, so
-        nothing ran (``I found it.`` then ``FINAL("42")``). Code that raised, fenced or not, is
-        withheld.
+        Decided from how the step failed (:class:`~rlm_compat.errors.StepFailure`), never from
+        its text. Not when the directive itself is what failed, after the code before it ran (the
+        callable FINAL_VAR handed a value, or no callable at all under ``minimal_env``), and not
+        when the reply is prose rather than code: no fence line, and the whole text did not
+        compile, so nothing ran (``I found it.`` then ``FINAL("42")``). Code that raised, fenced
+        or not, and code the policy refused, are withheld.
         """
-        if self.first or box.missing or _DIRECTIVE_UNDEFINED.search(observation):
+        if self.first or failure.directive:
             return False
-        return not (fenced_blocks(response) is None and _COMPILE_FAILURE.match(observation))
+        return not (failure.stage == "syntax" and fenced_blocks(response) is None)
 
     def __repr__(self) -> str:
         return f"FinalResolver({self.name!r}, first={self.first})"

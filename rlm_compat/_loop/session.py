@@ -14,18 +14,20 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from ..errors import MaxIterationsError, REPLError, RLMError
+from ..errors import MaxIterationsError, REPLError, RLMError, StepFailure
 from ..events import FinalAnswer, FinalAnswerRejected, FinalAnswerValidated, ReplStep
 from ..parser import FinalResolution
 from ..record import Run
 from ..repl import REPLExecutor
 from ..settings import Settings
 from ..types import Message
-from .final import WITHHELD, FinalResolver
+from .final import NOTHING, WITHHOLDING, FinalResolver, Outcome
 from .namespace import Namespace
 from .tally import Tally
 
-__all__ = ["NodeSession", "observe"]
+__all__ = ["NodeSession", "observe", "observe_step"]
+
+_RAN = StepFailure()
 
 ModelCall = Callable[..., Awaitable[str]]
 
@@ -118,34 +120,32 @@ class NodeSession:
                     return self._settled(str(early.answer), early.method or self.resolver.method), ""
         if observation is not None:
             return None, observation
-        observation, failed = await self._step(iteration, response)
-        withheld = failed and self.resolver.withholds(self.box, response, observation)
-        self.box.missing = False
+        observation, failure = await self._step(iteration, response)
+        withheld = failure is not None and self.resolver.withholds(response, failure)
         called = self.box.answer
         if withheld:
             # The model expected its code to have run: a FINAL / FINAL_VAR written beside
             # code that raised (or a FINAL it called before raising) does not end the run.
             self.box.answer = None
-        candidate = await self._candidate(settle)
-        if withheld and (called is not None or isinstance(candidate, tuple)):
-            candidate = WITHHELD
-        if isinstance(candidate, tuple):
-            answer, method = candidate
-            rejection = await self._rejection(answer)
+        outcome = await self._outcome(settle)
+        if withheld and (called is not None or outcome.answer is not None):
+            outcome = WITHHOLDING
+        if outcome.answer is not None:
+            rejection = await self._rejection(outcome.answer)
             if rejection is None:
-                return self._settled(answer, method), ""
+                return self._settled(outcome.answer, outcome.method), ""
             return None, f"{observation}\n{rejection}"
-        return None, f"{observation}\n{candidate}" if candidate else observation
+        return None, f"{observation}\n{outcome.feedback}" if outcome.feedback else observation
 
-    async def _step(self, iteration: int, response: str) -> tuple[str, bool]:
+    async def _step(self, iteration: int, response: str) -> tuple[str, StepFailure | None]:
         """Execute the response in the node's REPL and record it; the observation for the model
-        and whether the step failed."""
+        and how the step failed (None: it did not)."""
         started = time.perf_counter()
         remaining = self.run.budget.remaining_seconds()
         if remaining is not None and remaining <= 0:
             self.run.budget.expire()
-        observation, failed = await self.loop.run_in_executor(
-            self._thread, observe, self.repl, response, self.env, remaining
+        observation, failure = await self.loop.run_in_executor(
+            self._thread, observe_step, self.repl, response, self.env, remaining
         )
         self.run.emit(
             ReplStep,
@@ -154,26 +154,27 @@ class NodeSession:
             iteration=iteration,
             code=response,
             output=observation,
-            error=failed,
+            error=failure is not None,
             duration_seconds=round(time.perf_counter() - started, 6),
             runner=self.repl.isolation,
         )
         self.run.budget.check()
-        return observation, failed
+        return observation, failure
 
-    async def _candidate(self, settle: Callable[[], FinalResolution]) -> tuple[str, str] | str | None:
-        """After a step: ``(answer, method)`` if it ends the node, else feedback text or None."""
+    async def _outcome(self, settle: Callable[[], FinalResolution]) -> Outcome:
+        """After a step: the answer it gave (the callable's, 0.5.0's ``answer`` dict, or the reply
+        parsed after the code ran), else the parse's feedback."""
         if self.box.answer is not None:
-            return self.box.answer, "callable"
+            return Outcome(self.box.answer, "callable")
         published = self.repl.pop_final_answer()
         if published is not None:
-            return published, "answer"
+            return Outcome(published, "answer")
         if self.resolver.first:
-            return None
+            return NOTHING
         late = await self.loop.run_in_executor(self._thread, settle)
         if late.answer is not None:
-            return str(late.answer), late.method or self.resolver.method
-        return late.feedback
+            return Outcome(str(late.answer), late.method or self.resolver.method)
+        return Outcome(feedback=late.feedback)
 
     async def _rejection(self, answer: str) -> str | None:
         """The validator's verdict on a final answer: None to accept, else feedback for the model.
@@ -211,18 +212,27 @@ class NodeSession:
         return answer
 
 
-def observe(
+def observe_step(
     repl: REPLExecutor, response: str, env: dict[str, Any], deadline: float | None = None
-) -> tuple[str, bool]:
-    """Execute a response; the next user message (upstream's texts) and whether it failed.
+) -> tuple[str, StepFailure | None]:
+    """Execute a response; the next user message (upstream's texts) and how the step failed
+    (None: it did not).
 
     ``deadline``: the run's remaining wall time (``max_elapsed_seconds``), which caps the step's
     ``repl_timeout`` so one long step cannot outlive the run's budget. Replay uses it too, so a
     replayed step's observation is the loop's.
     """
     try:
-        return repl.execute(response, env, timeout=deadline), False
+        return repl.execute(response, env, timeout=deadline), None
     except REPLError as exc:
-        return f"Error: {exc}", True
+        return f"Error: {exc}", exc.failure
     except Exception as exc:  # upstream feeds any other failure back too
-        return f"Unexpected error: {exc}", True
+        return f"Unexpected error: {exc}", _RAN
+
+
+def observe(
+    repl: REPLExecutor, response: str, env: dict[str, Any], deadline: float | None = None
+) -> tuple[str, bool]:
+    """:func:`observe_step`'s observation and whether the step failed."""
+    observation, failure = observe_step(repl, response, env, deadline)
+    return observation, failure is not None

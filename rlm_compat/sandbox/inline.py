@@ -17,7 +17,7 @@ import math
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
-from ..errors import FinalVarMissingError, REPLError, REPLSecurityError, REPLTimeoutError
+from ..errors import FinalVarMissingError, REPLError, REPLSecurityError, REPLTimeoutError, StepFailure
 from .fences import describe_line
 from .hostcall import bounded_str
 from .repl_config import CONTEXT_ROOM, host_text_bytes
@@ -37,14 +37,27 @@ if TYPE_CHECKING:
 __all__ = ["InlineRunner", "is_real_interrupt"]
 
 
+_RAN = StepFailure()
+_DIRECTIVES = frozenset({"FINAL", "FINAL_VAR"})
+
+
+def _is_directive(exc: BaseException) -> bool:
+    """Whether the directive itself raised: its name undefined (no callable under ``minimal_env``)
+    or the callable ``FINAL_VAR`` naming no variable."""
+    if isinstance(exc, FinalVarMissingError):
+        return True
+    return type(exc) is NameError and getattr(exc, "name", None) in _DIRECTIVES
+
+
 class _Failure:
     """What went wrong inside the guarded region, already rendered (rendering may run user code)."""
 
-    __slots__ = ("error_type", "text")
+    __slots__ = ("error_type", "failure", "text")
 
-    def __init__(self, error_type: type[REPLError], text: str) -> None:
+    def __init__(self, error_type: type[REPLError], text: str, failure: StepFailure = _RAN) -> None:
         self.error_type = error_type
         self.text = text
+        self.failure = failure
 
 
 class InlineRunner:
@@ -80,9 +93,11 @@ class InlineRunner:
         compiled = compile_program(program.source, self._options)
         if compiled.code is None:
             issues = compiled.issues
-            error_type = REPLSecurityError if any(i.kind == "policy" for i in issues) else REPLError
+            refused = any(i.kind == "policy" for i in issues)
+            error_type = REPLSecurityError if refused else REPLError
             wheres = [describe_line(i.line, program.line_map, program.blocks) for i in issues]
-            raise error_type(self._texts.compile_error(issues, wheres))
+            failure = StepFailure("policy" if refused else "syntax")
+            raise error_type(self._texts.compile_error(issues, wheres), failure=failure)
         sink = CappedText(self.config.max_output_chars, strip=self.config.strip_output)
         outcome = self._guarded(
             env,
@@ -93,7 +108,7 @@ class InlineRunner:
             timeout,
         )
         if isinstance(outcome, _Failure):
-            raise outcome.error_type(outcome.text)
+            raise outcome.error_type(outcome.text, failure=outcome.failure)
         return self._texts.output(sink.getvalue(), sink.shown_total, self.config.max_output_chars)
 
     def render(self, env: dict[str, Any], name: str) -> str:
@@ -116,7 +131,7 @@ class InlineRunner:
 
         failure = self._guarded(env, sink, body, None, None)
         if isinstance(failure, _Failure):
-            raise failure.error_type(failure.text)
+            raise failure.error_type(failure.text, failure=failure.failure)
         return box[0]
 
     # --- the guarded region -----------------------------------------------------------------
@@ -257,7 +272,8 @@ class InlineRunner:
             if compiled is not None and program is not None
             else ""
         )
-        return _Failure(error_type, self._texts.raised(name, message, where))
+        failure = StepFailure("run", directive=_is_directive(exc))
+        return _Failure(error_type, self._texts.raised(name, message, where), failure)
 
 
 _ABSENT = object()

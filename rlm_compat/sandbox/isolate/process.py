@@ -471,7 +471,7 @@ class ProcessRunner:
     ) -> dict[str, Any]:
         fn = env.get(name)
         if name not in self._hosts or not callable(fn) or isinstance(fn, (type, WorkerObject)):
-            return {"op": "raise", "error": NameError(f"name {name!r} is not defined")}
+            return {"op": "raise", "error": NameError(f"name {name!r} is not defined", name=name)}
         args, kwargs = call
         try:
             if isinstance(fn, HostCall) and fn.kind != "call" and not kwargs:
@@ -539,7 +539,7 @@ class ProcessRunner:
                 + note
             )
         except REPLError as exc:
-            raise type(exc)(str(exc) + note) from None
+            raise type(exc)(str(exc) + note, failure=exc.failure) from None
 
     def _decode_values(self, reply: replies.Done) -> dict[str, tuple[Any, bool]]:
         """Every changed variable's value (a :class:`WorkerObject` for what stayed in the

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ... import errors as _errors
-from ...errors import REPLError
+from ...errors import REPLError, StepFailure, StepStage
 from ..texts import Texts
 from .wire import NAME_CHARS, WireLimits, decode
 
@@ -48,6 +48,9 @@ NOTE_CHARS = 1_000
 """A worker's note on a value it could not load is cut to this many characters."""
 _ERRORS = frozenset({"REPLError", "REPLTimeoutError", "REPLSecurityError", "FinalVarMissingError"})
 """The error classes a worker may name for a failed step (anything else reads as REPLError)."""
+_STAGES: dict[object, StepStage] = {"syntax": "syntax", "policy": "policy", "run": "run"}
+"""A failed step's stages (:class:`~rlm_compat.errors.StepFailure`; anything else reads as a run)."""
+_RAN = StepFailure()
 
 
 class WorkerFault(Exception):
@@ -72,11 +75,13 @@ class Refused:
 
 @dataclasses.dataclass(slots=True)
 class StepResult:
-    """How the step ended in the worker: its observation, or the error class and text."""
+    """How the step ended in the worker: its observation, or the error class, text and
+    :class:`~rlm_compat.errors.StepFailure`."""
 
     ok: bool
     text: str
     error: str = "REPLError"
+    failure: StepFailure = _RAN
 
 
 @dataclasses.dataclass(slots=True)
@@ -156,7 +161,11 @@ def _result(value: Any) -> StepResult:
     if type(value) is not dict or type(value.get("ok")) is not bool or type(value.get("text")) is not str:
         raise _fault("the step's result is not {ok, text}")
     error = value.get("error", "REPLError")
-    return StepResult(value["ok"], value["text"], error if error in _ERRORS else "REPLError")
+    stage = value.get("stage")
+    failure = StepFailure(
+        _STAGES.get(stage, "run") if type(stage) is str else "run", directive=value.get("directive") is True
+    )
+    return StepResult(value["ok"], value["text"], error if error in _ERRORS else "REPLError", failure)
 
 
 def _changed(value: Any) -> Changed:
@@ -282,4 +291,4 @@ def step_text(result: StepResult, op: str, max_output_chars: int, answer_chars: 
         text = text[:cap] + Texts.cut_by_parent(cap)
     if result.ok:
         return text
-    raise getattr(_errors, result.error, REPLError)(text)
+    raise getattr(_errors, result.error, REPLError)(text, failure=result.failure)

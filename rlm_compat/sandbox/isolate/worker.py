@@ -36,6 +36,7 @@ try:  # hashlib would load OpenSSL too: ~2 ms of the fork server's start, for on
 except ImportError:  # pragma: no cover - CPython builds without it
     from hashlib import blake2b
 
+from ...errors import StepFailure
 from ..hostcall import host_call
 from ..inline import InlineRunner
 from ..restrict.deadline import host_code
@@ -405,8 +406,17 @@ def _fingerprint(value: Any) -> object:
 def _result(call: Any, *args: Any) -> dict[str, Any]:
     try:
         return {"ok": True, "text": call(*args)}
-    except Exception as exc:  # REPLError and its subclasses: report class and text
-        return {"ok": False, "error": type(exc).__name__, "text": str(exc)}
+    except Exception as exc:  # REPLError and its subclasses: report class, text and how it failed
+        failure = getattr(exc, "failure", None)
+        if not isinstance(failure, StepFailure):
+            failure = StepFailure()
+        return {
+            "ok": False,
+            "error": type(exc).__name__,
+            "text": str(exc),
+            "stage": failure.stage,
+            "directive": failure.directive,
+        }
 
 
 def _done(session: _Session, result: dict[str, Any], failed: dict[str, str], touched: bool) -> dict[str, Any]:
