@@ -130,7 +130,7 @@ class RLM:
         self.client: LLMClient = client or LiteLLMClient(
             _litellm_module,
             completion_handler,
-            retry_switch_to_replacements=self.settings.release.retry_switch_to_replacements,
+            retry_switch_to_replacements=self.settings.api.retry_switch_to_replacements,
         )
         if client is None and completion_handler is None and isinstance(litellm, LazyModule):
             litellm.prefetch()  # the first model call then finds litellm imported
@@ -236,7 +236,7 @@ class RLM:
         :class:`~rlm_compat.record.stats.TreeStats` keys and ``budget``; zeros before any run).
         """
         tally, depth = self._engine.tally, self.settings.depth
-        if not self.settings.release.stats_per_run:
+        if not self.settings.api.stats_per_run:
             return {"llm_calls": tally.llm_calls, "iterations": tally.iterations, "depth": depth}
         if self.last_run is not None:
             tree = copy.deepcopy(self.last_run.stats)

@@ -88,7 +88,7 @@ class REPLExecutor:
             raise ConfigurationError(f"config must be a ReplConfig, not {type(config).__name__}")
         self.api = resolve_api(api)
         self._release = select_release(self.api)
-        if self._release.repl_strips_output and not config.strip_output:
+        if self.api.strip_output_before_limit and not config.strip_output:
             config = config.replace(strip_output=True)
         self.config = config
         self.state = state
@@ -150,7 +150,7 @@ class REPLExecutor:
         if self._aborted.is_set():
             raise REPLError("REPL execution was aborted; create a new REPLExecutor")
         given = env
-        if self._release.session_outlives_env and self._env is not None and env is not self._env:
+        if self.api.session_outlives_env and self._env is not None and env is not self._env:
             self._host_names |= frozenset(k for k, v in env.items() if is_host_function(v))
             env = self._env
             env.update(given)
@@ -243,7 +243,7 @@ class REPLExecutor:
 
     def _add_helpers(self, env: dict[str, Any]) -> list[str]:
         """Put the preset's REPL helpers in ``env`` for one step; the names added (removed after)."""
-        if not self._release.show_vars or "SHOW_VARS" in env:
+        if not self.api.show_vars or "SHOW_VARS" in env:
             return []
         hidden = self._host_names
 

@@ -8,6 +8,7 @@ cross-reference and link; these check what a build cannot see:
   peer project's issue is cited as a link (``https://github.com/owner/repo/issues/110``), which
   the pattern leaves alone;
 - every environment switch a test reads to turn itself on is in the README's development section.
+- the sizes of the two axes of behaviour in docs/architecture.md are the code's.
 """
 
 from __future__ import annotations
@@ -52,3 +53,18 @@ def test_every_test_switch_is_in_the_readme() -> None:
     development = readme[readme.index("## Development") :]
     missing = sorted(s for s in switches | {"RLM_COMPAT_CI", "RLM_COMPAT_CHROMIUM"} if s not in development)
     assert not missing, f"README's development section does not name {missing}"
+
+
+def test_the_axes_table_counts_what_the_code_has() -> None:
+    """docs/architecture.md's table of the two axes of behaviour states their sizes."""
+    import dataclasses
+
+    from rlm_compat._releases import Release
+    from rlm_compat.compat import ApiSemantics
+    from rlm_compat.profiles import Profile
+
+    text = (ROOT / "docs" / "architecture.md").read_text(encoding="utf-8")
+    switches = len(dataclasses.fields(Profile)) - 1  # its name is not a switch
+    members = [name for name in vars(Release) if not name.startswith("_")]
+    assert f"| {switches} switches (+ `name`) |" in text
+    assert f"| {len(dataclasses.fields(ApiSemantics))} fields; {len(members)} members |" in text

@@ -81,6 +81,6 @@ def test_one_final_resolver_is_chosen_from_profile_and_release(
     from rlm_compat._loop import choose_resolver
 
     settings = RLM("m", profile=profile, api=api).settings
-    resolver = choose_resolver(settings.profile, settings.api)
+    resolver = choose_resolver(settings.profile, settings.release)
     assert (resolver.name, resolver.first) == (rules, first)
     assert resolver.method == RLM("m", api=api).api.parsed_final_method

@@ -15,8 +15,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from .. import parser as _parser
-from .._releases import Release, select_release
-from .._releases.contract import ApiSemantics
+from .._releases import Release
 from ..errors import StepFailure
 from ..parser import FinalResolution
 from ..profiles import Profile
@@ -112,8 +111,7 @@ class FinalResolver:
         return f"FinalResolver({self.name!r}, first={self.first})"
 
 
-def choose_resolver(profile: Profile, api: ApiSemantics | Release) -> FinalResolver:
+def choose_resolver(profile: Profile, release: Release) -> FinalResolver:
     """The rule set the release picks for this profile (:meth:`Release.final_rule`)."""
-    release = api if isinstance(api, Release) else select_release(api)
     rule = release.final_rule(profile)
-    return FinalResolver(rule.name, rule.rule, first=rule.first, method=release.parsed_final_method)
+    return FinalResolver(rule.name, rule.rule, first=rule.first, method=release.api.parsed_final_method)

@@ -173,7 +173,7 @@ class ModelCaller:
         request = self.client.complete(call.model, list(call.messages), **call.kwargs)
         reply = await within_budget(call.run.budget, request)
         figures = reply if isinstance(reply, ModelReply) else ModelReply(content=reply)
-        if figures.content is None and self.settings.release.null_content_is_empty:
+        if figures.content is None and self.settings.api.null_content_is_empty:
             call.run.emit(
                 ProviderResponseNormalized, **where, reason="null content read as an empty response"
             )

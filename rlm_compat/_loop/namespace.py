@@ -91,7 +91,7 @@ def _functions(provider: SubCallProvider, release: Release) -> dict[str, Callabl
         return provider.rlm_query_batched(queries, contexts)
 
     functions: list[Callable[..., Any]] = [
-        llm_query_with_context if release.llm_query_takes_context else llm_query,
+        llm_query_with_context if release.api.llm_query_takes_context else llm_query,
         llm_query_batched,
         rlm_query,
         rlm_query_batched,
@@ -99,5 +99,5 @@ def _functions(provider: SubCallProvider, release: Release) -> dict[str, Callabl
     for function in functions:
         function.__qualname__ = function.__name__
     named = {f.__name__: f for f in functions}
-    named["recursive_llm"] = rlm_query if release.recursive_llm_is_rlm_query else sync_recursive_llm
+    named["recursive_llm"] = rlm_query if release.api.depth_is_subcall_capability else sync_recursive_llm
     return named

@@ -92,7 +92,7 @@ class NodeSession:
                 self.run, self.node, messages, is_leaf=False, iteration=iteration, sent=sent, **kwargs
             )
             sent = len(messages)
-            feedback = settings.release.empty_response_feedback
+            feedback = settings.api.empty_response_feedback
             if feedback is not None and not response.strip():
                 messages.append(Message(role="assistant", content=response))
                 messages.append(Message(role="user", content=feedback))

@@ -177,7 +177,7 @@ class LoopSubCalls:
 
     async def _leaf(self, prompt: str, model: str | None) -> str:
         messages = [Message(role="user", content=prompt)]
-        system = self.settings.release.leaf_system_prompt()
+        system = self.settings.api.leaf_system_prompt
         if system is not None:
             messages.insert(0, Message(role="system", content=system))
         return await self._leaf_call(messages, model)

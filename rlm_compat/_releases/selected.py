@@ -38,24 +38,20 @@ class FinalRule:
 
 @dataclasses.dataclass(frozen=True)
 class Release:
-    """The release an RLM was built for (``Settings.release``), over its data ``api``."""
+    """The release an RLM was built for (``Settings.release``), over its data ``api``.
+
+    Only questions that need the release's code or combine its fields are members; a plain
+    field is read from ``api`` (``settings.api.stats_per_run``), so a new difference
+    between releases is one :class:`~rlm_compat.compat.ApiSemantics` field and its reader.
+    """
 
     api: ApiSemantics
-
-    @property
-    def name(self) -> str:
-        return self.api.name
 
     def final_rule(self, profile: Profile) -> FinalRule:
         """0.5.0's standalone directive whatever the profile; otherwise the profile's rule set."""
         if self.api.standalone_final_only:
             return FinalRule(*r050.final_rule())
         return FinalRule(*r2fb46cc.final_rule(profile))
-
-    @property
-    def parsed_final_method(self) -> str:
-        """The ``final_answer`` event's ``method`` for an answer read from the response text."""
-        return self.api.parsed_final_method
 
     def namespace_extras(self) -> dict[str, Any]:
         """Names the release adds to every node's REPL namespace (0.5.0's ``answer`` dict)."""
@@ -70,34 +66,9 @@ class Release:
         """Names the REPL hands back after every step whatever changed (0.5.0's ``answer``)."""
         return ("answer",) if self.api.answer_object else ()
 
-    @property
-    def repl_strips_output(self) -> bool:
-        """A step's output is stripped before ``max_output_chars`` cuts it (0.5.0)."""
-        return self.api.strip_output_before_limit
-
-    @property
-    def session_outlives_env(self) -> bool:
-        """The REPL keeps its variables whatever ``env`` each step is given (0.5.0)."""
-        return self.api.session_outlives_env
-
-    @property
-    def show_vars(self) -> bool:
-        """The REPL has ``SHOW_VARS()`` (0.5.0)."""
-        return self.api.show_vars
-
     def offers_query_functions(self, max_depth: int | None) -> bool:
         """0.5.0: a run that may call nothing (``max_depth=0``) gets no query functions."""
         return not (self.api.depth_is_subcall_capability and max_depth == 0)
-
-    @property
-    def llm_query_takes_context(self) -> bool:
-        """``llm_query(query, context="", model=None)`` (0.5.0) or ``llm_query(prompt, model=None)``."""
-        return self.api.llm_query_takes_context
-
-    @property
-    def recursive_llm_is_rlm_query(self) -> bool:
-        """0.5.0: ``recursive_llm`` is ``rlm_query`` (depth counts sub-call capability)."""
-        return self.api.depth_is_subcall_capability
 
     def root_exempt(self, depth: int) -> bool:
         """0.5.0's ``max_depth`` bounds what a run may call, so a root run is always allowed."""
@@ -117,52 +88,12 @@ class Release:
         )
 
     @property
-    def retry_switch_to_replacements(self) -> bool:
-        """Send ``num_retries=0`` to a function patched over ``litellm.acompletion`` too."""
-        return self.api.retry_switch_to_replacements
-
-    @property
-    def prompt_version(self) -> str:
-        return self.api.prompt_version
-
-    @property
     def least_limit(self) -> int:
         """The smallest ``max_iterations`` / ``max_output_chars`` accepted (0.5.0 refuses 0)."""
         return 1 if self.api.strict_limits else 0
 
-    @property
-    def max_depth_default(self) -> int:
-        return self.api.max_depth_default
-
-    @property
-    def max_concurrent_subcalls_default(self) -> int:
-        return self.api.max_concurrent_subcalls_default
-
-    @property
-    def capture_trajectory_content_default(self) -> bool:
-        return self.api.capture_trajectory_content_default
-
-    @property
-    def stats_per_run(self) -> bool:
-        """``rlm.stats``: the latest run's tree (0.5.0), or ``llm_calls`` across runs (2fb46cc)."""
-        return self.api.stats_per_run
-
-    @property
-    def empty_response_feedback(self) -> str | None:
-        """The next user message after an empty response (None: the response is run)."""
-        return self.api.empty_response_feedback
-
-    @property
-    def null_content_is_empty(self) -> bool:
-        """A reply with null content is an empty response (else a ProviderResponseError)."""
-        return self.api.null_content_is_empty
-
     def max_iterations_message(self, limit: int) -> str:
         return self.api.max_iterations_message.format(limit=limit)
-
-    def leaf_system_prompt(self) -> str | None:
-        """The system message of a plain sub-call (None: the prompt goes alone)."""
-        return self.api.leaf_system_prompt
 
     def leaf_prompt(self, query: str, context: str) -> str:
         """The user message of a plain sub-call asked ``query`` over ``context``."""
@@ -173,12 +104,7 @@ class Release:
 
     def options(self, parameters: Mapping[str, Any]) -> dict[str, str]:
         """The ``RLM`` keywords this release brought, from the parameter table, with their docs."""
-        return {name: p.doc for name, p in parameters.items() if p.release == self.option_tag}
-
-    @property
-    def option_tag(self) -> str:
-        """The tag of this release's keywords in :data:`rlm_compat.settings.PARAMETERS`."""
-        return self.api.release
+        return {name: p.doc for name, p in parameters.items() if p.release == self.api.release}
 
 
 @functools.lru_cache(maxsize=32)

@@ -102,7 +102,7 @@ class Settings:
         "run may call)",
         "int | None",
         positional=True,
-        check=release_default(lambda r: r.max_depth_default, at_least(0)),
+        check=release_default(lambda r: r.api.max_depth_default, at_least(0)),
         flag=Flag("loop"),
     )
     max_iterations: int = option(
@@ -143,7 +143,7 @@ class Settings:
         "under api='0.5')",
         "int | None",
         release=_050,
-        check=release_default(lambda r: r.max_concurrent_subcalls_default, at_least(1)),
+        check=release_default(lambda r: r.api.max_concurrent_subcalls_default, at_least(1)),
         flag=Flag("loop"),
     )
     repl_max_snapshot_bytes: int = option(
@@ -160,7 +160,7 @@ class Settings:
         "whether trajectory events keep prompts and answers (None: the preset's; False under api='0.5')",
         "bool | None",
         release=_050,
-        check=release_default(lambda r: r.capture_trajectory_content_default, lambda v, ctx: bool(v)),
+        check=release_default(lambda r: r.api.capture_trajectory_content_default, lambda v, ctx: bool(v)),
         flag=Flag(
             "output",
             name="--redact-trajectory",
@@ -209,7 +209,7 @@ class Settings:
 
     @property
     def effective_prompt_version(self) -> str:
-        return self.prompt_version or self.release.prompt_version
+        return self.prompt_version or self.api.prompt_version
 
     def child(self) -> Settings:
         """One level deeper on the recursive model, each option's ``child`` change applied."""

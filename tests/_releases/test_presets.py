@@ -34,6 +34,6 @@ def test_an_unknown_name_lists_the_registered_ones() -> None:
 
 def test_a_changed_preset_keeps_its_release_and_option_table() -> None:
     custom = ApiSemantics.v050().replace(name="mine", strict_limits=False)
-    assert select_release(custom).option_tag == "0.5.0"
+    assert select_release(custom).api.release == "0.5.0"
     assert select_release(custom).options(PARAMETERS) == RELEASE_050_OPTIONS
     assert RLM("m", api=custom, max_iterations=0).max_iterations == 0

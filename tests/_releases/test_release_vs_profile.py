@@ -1,8 +1,10 @@
 """Which axis decides each behaviour that both the profile and the release could decide.
 
 The profile (``fixed`` / ``upstream``) says whether 2fb46cc's defects are reproduced; the release
-(``api="2fb46cc"`` / ``"0.5"``) says whose contract applies. Several behaviours could be read off
-either; the table below pins the one that decides, and each row is checked both ways: flipping
+(``api="2fb46cc"`` / ``"0.5"``) says whose contract applies. Most differences belong to one axis
+only (a release's defaults, texts, event shape and retry policy: no profile switch touches them).
+The table holds the behaviours both axes have a switch for — how a run ends, what the REPL
+namespace offers, what happens to an empty reply — and pins the one that decides, and each row is checked both ways: flipping
 the deciding axis changes the behaviour (so the row can fail), flipping the other never does.
 ``"release over profile"``: the release decides where it has a rule of its own (0.5.0), the
 profile everywhere else.
@@ -77,20 +79,7 @@ DECIDES: dict[str, tuple[str, Probe]] = {
         "release",
         lambda s: "context" in _signature(_env(s, offer_all=True), "llm_query"),
     ),
-    "event shape of result.trajectory": (
-        "release",
-        lambda s: s.release.shaper(capture=False, max_retries=0) is not None,
-    ),
-    "retry policy defaults": ("release", lambda s: (s.retry.max_retries, s.retry.backoff_seconds)),
-    "system prompt version": ("release", lambda s: s.effective_prompt_version),
-    "max_depth default": ("release", lambda s: s.max_depth),
-    "empty response is not run": ("release", lambda s: s.release.empty_response_feedback is not None),
-    "MaxIterationsError text": ("release", lambda s: s.release.max_iterations_message(3)),
-    "stats per run": ("release", lambda s: s.release.stats_per_run),
-    "plain sub-call's messages": (
-        "release",
-        lambda s: (s.release.leaf_system_prompt(), s.release.leaf_prompt("q", "c")),
-    ),
+    "empty response is not run": ("release", lambda s: s.api.empty_response_feedback is not None),
 }
 
 
