@@ -1,17 +1,24 @@
-"""How many examples a property test draws on this run of the suite.
+"""How much a search costs on this run of the suite: the full one, or the lean one of a second run.
 
-``.ci/run`` runs the whole suite on the default Python with every property test at its full count,
-then again on each other Python and on the dependency floors. There it sets
-``RLM_COMPAT_LEAN_EXAMPLES=1``: a property over our own pure-Python code (the parsers, the wire
-format, the REPL grammar) does not change with the interpreter's version, so a quarter of the
-examples still runs each one through that interpreter while the full search runs once per CI.
+``.ci/run`` runs the whole suite on the default Python at full cost, then again on each other Python
+and on the dependency floors. There it sets ``RLM_COMPAT_LEAN=1``:
+
+- a property over our own pure-Python code (the parsers, the wire format, the REPL grammar) does
+  not change with the interpreter's version, so a quarter of the examples still runs each one
+  through that interpreter (:func:`examples`) while the full search runs once per CI;
+- the conformance run executes both profiles inline (:data:`CONFORMANCE_ISOLATION`): every fixture
+  still runs through this interpreter's sandbox, while the worker process, whose agreement with
+  inline on every fixture is checked on the default Python
+  (tests/sandbox/isolate/test_isolation_parity.py), starts ~7,000 times less.
 """
 
 from __future__ import annotations
 
 import os
 
-LEAN = os.environ.get("RLM_COMPAT_LEAN_EXAMPLES", "") not in ("", "0")
+LEAN = os.environ.get("RLM_COMPAT_LEAN", "") not in ("", "0")
+CONFORMANCE_ISOLATION = "inline" if LEAN else None
+"""The isolation the conformance run gives both profiles (None: each profile's own default)."""
 _FLOOR = 10
 
 

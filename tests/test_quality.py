@@ -38,6 +38,9 @@ def test_ruff_format_clean() -> None:
     assert result.returncode == 0, "run `ruff format` on:\n" + result.stdout + result.stderr
 
 
+# once_per_ci: [tool.mypy] pins python_version = "3.10", so every interpreter checks the same thing
+# (~50 s cold each)
+@pytest.mark.once_per_ci
 def test_mypy_strict_clean() -> None:
     pytest.importorskip("mypy", reason="mypy is not installed (pip install -e '.[test]')")
     result = _run(sys.executable, "-m", "mypy")

@@ -64,7 +64,7 @@ from rlm_compat.sandbox import host_call
 
 PROFILES = ("fixed", "upstream")
 INLINE_TIMEOUT = 2.0
-CHILD_TIMEOUT = 1.0
+CHILD_TIMEOUT = 0.5
 MAX_OUTPUT = 2000
 CHILD_ADDRESS_SPACE = 2 * 1024**3
 REPORT_PREFIX = "@@ESCAPE-REPORT@@"

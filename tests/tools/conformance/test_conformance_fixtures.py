@@ -73,6 +73,9 @@ def test_schemas_are_valid_schemas() -> None:
         Draft202012Validator.check_schema(schema)
 
 
+# once_per_ci: the fixture files are data, validated against their JSON schemas the same way by
+# any interpreter (~15 s)
+@pytest.mark.once_per_ci
 @pytest.mark.parametrize("kind,path", list(_files()), ids=lambda x: getattr(x, "name", x))
 def test_fixture_lines_match_their_schema(kind: str, path: Path) -> None:
     validator = _validator(kind)
