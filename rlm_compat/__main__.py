@@ -1,5 +1,5 @@
 """``python -m rlm_compat`` is ``rlm-compat``."""
 
-from .tools.cli import main
+from .tools.cli import console_main
 
-raise SystemExit(main())
+console_main()

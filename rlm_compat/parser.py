@@ -9,7 +9,7 @@ follows Python's own rules instead: a directive is a statement, its argument is 
 a run ends only when the model clearly meant it to (docs/parser.md has the table):
 
 * Runnable fenced blocks are code; which blocks those are and where each ends is the one fence
-  lexer's decision (:mod:`rlm_compat.sandbox.fences`, shared with the runner). In a block a
+  lexer's decision (:mod:`rlm_compat.fences`, shared with the runner). In a block a
   directive counts when it is the first token of a logical line, no deeper indented than the
   block's first line (so ``if ok: FINAL(x)`` and function bodies, which may not have run, never end
   a run). Strings and comments are ignored. A shown block (``json``, ``text``...) is not read.
@@ -37,7 +37,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .errors import FinalVarMissingError
-from .sandbox import Fence, scan_fences
+from .fences import Fence, scan_fences
 
 __all__ = [
     "Directive",

@@ -91,6 +91,7 @@ def test_the_import_contracts_hold(graph: grimp.ImportGraph) -> None:
         "library-layers",
         "options-without-executor",
         "sandbox-layers",
+        "sandbox-step-layers",
         "sandbox-facade",
         "tools-apart",
     }
@@ -102,14 +103,15 @@ def test_the_import_contracts_hold(graph: grimp.ImportGraph) -> None:
     [
         # package circles: settings <-> record, sandbox/restrict <-> the sandbox's host calls
         ("acyclic", "rlm_compat.record.budget", "rlm_compat.settings.table"),
-        ("acyclic", "rlm_compat.sandbox.restrict.prep", "rlm_compat.sandbox.hostcall"),
+        ("acyclic", "rlm_compat.sandbox.restrict.prep", "rlm_compat.sandbox.step.hostcall"),
         # a module circle inside one package is a circle of siblings too
         ("acyclic", "rlm_compat.record.trajectory", "rlm_compat.record.run"),
         ("library-layers", "rlm_compat.settings.table", "rlm_compat._loop.engine"),
         ("library-layers", "rlm_compat.record.run", "rlm_compat.core"),
-        ("library-layers", "rlm_compat.sandbox.inline", "rlm_compat._releases.contract"),
+        ("library-layers", "rlm_compat.sandbox.step.inline", "rlm_compat._releases.contract"),
         ("options-without-executor", "rlm_compat.settings.table", "rlm_compat.repl_v050"),
         ("sandbox-layers", "rlm_compat.sandbox.restrict.prep", "rlm_compat.sandbox.isolate.worker"),
+        ("sandbox-step-layers", "rlm_compat.sandbox.step.texts", "rlm_compat.sandbox.step.hostcall"),
         ("sandbox-facade", "rlm_compat.repl", "rlm_compat.sandbox.isolate.process"),
         ("tools-apart", "rlm_compat.core", "rlm_compat.tools.cli"),
     ],
@@ -130,6 +132,76 @@ def test_each_contract_breaks_on_the_import_it_forbids(
         assert changed.chain_exists(importer=below, imported=above, as_packages=True)
     changed.add_import(importer=importer, imported=imported)
     assert contract in _broken(changed)
+
+
+def _package_node(graph: grimp.ImportGraph, name: str) -> str:
+    """The node of the package graph ``name`` belongs to: its package (a package's own modules and
+    its ``__init__`` together), or itself for a module at the root, where each module is a node."""
+    if graph.find_children(name):
+        return name
+    parent = name.rsplit(".", 1)[0]
+    return name if parent == "rlm_compat" else parent
+
+
+def _package_circles(graph: grimp.ImportGraph) -> list[list[str]]:
+    """The strongly connected parts (more than one node) of the package graph (Tarjan's)."""
+    edges: dict[str, set[str]] = {}
+    for name in graph.modules:
+        source = _package_node(graph, name)
+        for imported in graph.find_modules_directly_imported_by(name):
+            target = _package_node(graph, imported)
+            if source != target and "rlm_compat" not in (source, target):  # the root's facade aside
+                edges.setdefault(source, set()).add(target)
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found: list[list[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        for nxt in sorted(edges.get(node, ())):
+            if nxt not in index:
+                visit(nxt)
+                low[node] = min(low[node], low[nxt])
+            elif nxt in stack:
+                low[node] = min(low[node], index[nxt])
+        if low[node] == index[node]:
+            part = [stack.pop()]
+            while part[-1] != node:
+                part.append(stack.pop())
+            if len(part) > 1:
+                found.append(sorted(part))
+
+    for node in sorted(edges):
+        if node not in index:
+            visit(node)
+    return found
+
+
+def test_the_package_graph_has_no_circle(graph: grimp.ImportGraph) -> None:
+    """Counting each package as one node (its own modules with it), imports run one way.
+
+    acyclic_siblings compares siblings; this also sees a sub-package importing its parent's own
+    modules while the parent imports it (the sandbox's facade and its sub-packages, a command
+    package and the tools' top level)."""
+    assert _package_circles(graph) == []
+
+
+def test_the_package_check_finds_a_sub_package_importing_its_parent(graph: grimp.ImportGraph) -> None:
+    changed = copy.deepcopy(graph)
+    changed.add_import(importer="rlm_compat.sandbox.restrict.prep", imported="rlm_compat.sandbox.runner")
+    assert _package_circles(changed) == [
+        [
+            "rlm_compat.sandbox",
+            "rlm_compat.sandbox.isolate",
+            "rlm_compat.sandbox.restrict",
+            "rlm_compat.sandbox.step",
+        ]
+    ]
+    changed = copy.deepcopy(graph)
+    changed.add_import(importer="rlm_compat.tools.view.render", imported="rlm_compat.tools.cli")
+    assert ["rlm_compat.tools", "rlm_compat.tools.view"] in _package_circles(changed)
 
 
 def _tool_only_modules(graph: grimp.ImportGraph) -> list[str]:

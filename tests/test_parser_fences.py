@@ -19,9 +19,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from rlm_compat.errors import REPLError
+from rlm_compat.fences import FIRST_FENCE_2FB46CC, extract_code, first_fence_2fb46cc
 from rlm_compat.parser import find_directive, resolve_final
 from rlm_compat.repl import REPLExecutor
-from rlm_compat.sandbox.fences import FIRST_FENCE_2FB46CC, extract_code, first_fence_2fb46cc
 from rlm_compat.sandbox.restrict.prep import extract
 from rlm_compat.tools.conformance.reference import extract as reference_extract
 

@@ -17,9 +17,9 @@ from typing import Any
 from .. import parser as _parser
 from .._releases import Release
 from ..errors import StepFailure
+from ..fences import fenced_blocks
 from ..parser import FinalResolution
 from ..profiles import Profile
-from ..sandbox import fenced_blocks
 
 __all__ = ["NOTHING", "WITHHELD", "WITHHOLDING", "FinalBox", "FinalResolver", "Outcome", "choose_resolver"]
 

@@ -22,7 +22,7 @@ from ..profiles import Profile
 from ..retry import RetryPolicy
 from . import r050, r2fb46cc
 from .contract import ApiSemantics
-from .r050.trajectory_shape import ReleaseShaper
+from .r050_trajectory_shape import ReleaseShaper
 
 __all__ = ["FinalRule", "Release", "select_release"]
 

@@ -3,7 +3,7 @@
 The loop holds no run figures of its own. It hands every event to ``Run.emit``, which numbers it,
 keeps it for the result object and passes it to the observers in order (the tree stats, the
 budget, a trajectory file, the user's handlers). Under the 0.5 API preset a
-:class:`~rlm_compat._releases.r050.trajectory_shape.ReleaseShaper` converts what the result keeps and the
+:class:`~rlm_compat._releases.r050_trajectory_shape.ReleaseShaper` converts what the result keeps and the
 user's handlers see to recursive-llm 0.5.0's shape; the internal observers see the original.
 Several runs of one RLM instance, from threads or tasks, each have their own Run, so their
 figures never mix.
@@ -18,7 +18,7 @@ import warnings
 from collections.abc import Callable, Iterable
 from typing import Any, TypeVar
 
-from .._releases.r050.trajectory_shape import ReleaseShaper
+from .._releases.r050_trajectory_shape import ReleaseShaper
 from ..events import TrajectoryEvent
 from .budget import RunBudget
 from .stats import TreeStats

@@ -1,6 +1,7 @@
 """Where model code runs: the restricted interpreter, the isolated worker, and one runner interface.
 
-Two subsystems, kept apart as RestrictedPython keeps its transformer and its guards apart:
+Two subsystems, kept apart as RestrictedPython keeps its transformer and its guards apart, and
+what both share:
 
 - :mod:`.restrict` — the interpreter-level layer: from a response to restricted bytecode
   (:mod:`.restrict.prep`), the runtime guards, the builtins mapping (:mod:`.restrict.policy`),
@@ -8,13 +9,16 @@ Two subsystems, kept apart as RestrictedPython keeps its transformer and its gua
 - :mod:`.isolate` — the process layer: the killable worker, its fork server, its start, its
   channel, its resource limits and OS-level hardening, which must hold even if the restriction
   layer is escaped.
+- :mod:`.step` — what both share: the step engine (:mod:`.step.inline`, run in the caller's
+  thread or driven by the worker), host functions in the namespace (:mod:`.step.hostcall`),
+  every observation text (:mod:`.step.texts`) and the sandbox's configuration
+  (:mod:`.step.repl_config`: :class:`ReplConfig` and its :class:`Limits`, re-exported by
+  :mod:`rlm_compat.config` where users import it).
 
-At this level sits what both share and what callers see: :mod:`.runner` (the interface and the
-choice of runner), :mod:`.inline` (the step engine, run in the caller's thread or driven by the
-worker), :mod:`.hostcall` (host functions in the namespace), :mod:`.texts` (every observation
-text), :mod:`.fences` (the fence rules, shared with the loop and the CPython reference) and
-:mod:`.repl_config` (the sandbox's configuration, :class:`ReplConfig` and its :class:`Limits`,
-re-exported by :mod:`rlm_compat.config` where users import it).
+At this level sits only what callers see: this facade and :mod:`.runner` (the runner interface
+and the choice of runner). The package graph runs one way: the facade and the runner above
+``isolate``, ``isolate`` above ``step``, ``step`` above ``restrict``; the fence rules the runner
+shares with the loop and the CPython reference are :mod:`rlm_compat.fences`, below them all.
 
 Code outside the sandbox imports from here only. The names below are loaded on first use, so
 ``import rlm_compat`` pays only for what the facade needs (the host-call marker and the runner
@@ -25,32 +29,30 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from .hostcall import HostCall, host_call, namespace_listing
-from .repl_config import (
+from .runner import Runner, make_runner
+from .step.hostcall import HostCall, host_call, namespace_listing
+from .step.repl_config import (
     CONTEXT_SECONDS_PER_GB,
+    ISOLATION_ENV,
     ISOLATIONS,
+    START_METHOD_ENV,
     START_METHODS,
     Limits,
     ReplConfig,
     WorkerResourceLimits,
 )
-from .runner import Runner, make_runner
 
 if TYPE_CHECKING:
-    from .fences import Fence, fenced_blocks, scan_fences
-    from .inline import InlineRunner
     from .isolate.hardening import available_layers, describe_host, syscall_number
     from .isolate.process import ProcessRunner
     from .isolate.spawn import start_worker
     from .isolate.zygote import recv_frame, send_frame
     from .restrict.allowlists import ALLOWED_MODULES
     from .restrict.modules import ModuleProxy, real_module
+    from .step.inline import InlineRunner
 
 _LAZY = {
-    "Fence": "fences",
-    "fenced_blocks": "fences",
-    "scan_fences": "fences",
-    "InlineRunner": "inline",
+    "InlineRunner": "step.inline",
     "ProcessRunner": "isolate.process",
     "available_layers": "isolate.hardening",
     "describe_host": "isolate.hardening",
@@ -83,8 +85,9 @@ __all__ = [
     "ALLOWED_MODULES",
     "CONTEXT_SECONDS_PER_GB",
     "ISOLATIONS",
+    "ISOLATION_ENV",
     "START_METHODS",
-    "Fence",
+    "START_METHOD_ENV",
     "HostCall",
     "InlineRunner",
     "Limits",
@@ -95,13 +98,11 @@ __all__ = [
     "WorkerResourceLimits",
     "available_layers",
     "describe_host",
-    "fenced_blocks",
     "host_call",
     "make_runner",
     "namespace_listing",
     "real_module",
     "recv_frame",
-    "scan_fences",
     "send_frame",
     "start_worker",
     "syscall_number",

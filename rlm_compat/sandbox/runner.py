@@ -12,7 +12,7 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
-    from .repl_config import ReplConfig
+    from .step.repl_config import ReplConfig
 
 __all__ = ["Runner", "make_runner"]
 
@@ -45,6 +45,6 @@ def make_runner(config: ReplConfig, *, state: str = "env", shared: Iterable[str]
         from .isolate.process import ProcessRunner
 
         return ProcessRunner(config, state=state, shared=shared)
-    from .inline import InlineRunner
+    from .step.inline import InlineRunner
 
     return InlineRunner(config)

@@ -10,6 +10,7 @@ import argparse
 import os
 import sys
 from collections.abc import Callable, Sequence
+from typing import NoReturn
 
 from .. import __version__
 from ..errors import REPLError, RLMError
@@ -96,9 +97,31 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"rlm-compat {args.command}: {type(exc).__name__}: {exc}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
-        return 130
+        return INTERRUPTED
     except BrokenPipeError:
         # stdout's reader went away (`rlm-compat replay ... | head`): stop quietly, as Unix tools do,
         # and keep Python's exit-time flush from raising again
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 141
+
+
+INTERRUPTED = 130
+
+
+def console_main() -> NoReturn:
+    """The ``rlm-compat`` console script and ``python -m rlm_compat``: :func:`main`, then exit.
+
+    After Ctrl-C the process ends at once, without the interpreter's teardown: garbage-collecting
+    litellm's module graph at exit took seconds on an idle machine and over a minute under load,
+    while an interrupted command has already written what it keeps (``run``: its partial
+    trajectory) and its one line on stderr.
+    """
+    code = main()
+    if code == INTERRUPTED:
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+            except (OSError, ValueError):
+                pass
+        os._exit(code)
+    sys.exit(code)

@@ -1,6 +1,6 @@
 """``rlm-compat run QUERY``: one RLM completion from the shell, with live progress and exit codes.
 
-The context comes from files, directories, globs or standard input (:mod:`rlm_compat.tools.run_context`
+The context comes from files, directories, globs or standard input (:mod:`rlm_compat.tools.shared.run_context`
 says how several files are laid out), or from ``--context`` text. Standard output carries only the
 answer — or, with ``--json``, one JSON object with the answer and the run's stats — so the command
 composes in pipes; everything else (live progress, ``--stats``, the one line a failure prints) goes
@@ -103,7 +103,7 @@ def _add_output_options(output: argparse._ArgumentGroup) -> None:
 
 def run_command(args: argparse.Namespace) -> int:
     """The ``run`` handler: load the context, run with progress, report; returns the exit code."""
-    from .run_context import ContextInputError, load_context
+    from .shared.run_context import ContextInputError, load_context
 
     try:
         if args.context_file is not None:

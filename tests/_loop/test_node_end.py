@@ -14,7 +14,7 @@ from rlm_compat import parser as rlm_parser
 from rlm_compat._loop.final import WITHHELD
 from rlm_compat.clients import ScriptedClient
 from rlm_compat.errors import StepFailure
-from rlm_compat.sandbox.texts import Texts
+from rlm_compat.sandbox.step.texts import Texts
 
 # (profile, the reply under test, the answer, whether its directive was withheld)
 CASES = [

@@ -2,10 +2,10 @@
 
 Which module may import which is an import-linter contract (pyproject.toml, checked by
 tests/test_architecture.py): ``restrict/`` (the interpreter-level restriction) never imports
-``isolate/`` (the worker process layer), the step engine nor the runners above it; ``isolate/``
-imports ``restrict/`` and the step engine, never the runner choice; nothing in the sandbox
-imports the RLM loop, the facade or the tooling; code outside the sandbox reaches ``restrict/``
-and ``isolate/`` through ``rlm_compat.sandbox`` only. Here: the modules sit where the rules say,
+``isolate/`` (the worker process layer), ``step/`` (the step engine) nor the runners above it;
+``isolate/`` imports ``restrict/`` and ``step/``, never the runner choice; nothing in the sandbox
+imports the RLM loop, the facade or the tooling; code outside the sandbox reaches ``restrict/``,
+``isolate/`` and ``step/`` through ``rlm_compat.sandbox`` only. Here: the modules sit where the rules say,
 no module imports another's private names (names, which the import graph does not see, read from
 the syntax tree), every name taken from the facade is exported, and ``import rlm_compat`` loads
 neither the worker machinery nor the compiler.
@@ -23,7 +23,7 @@ import rlm_compat.sandbox as sandbox
 
 PACKAGE = Path(rlm_compat.__file__).parent
 SANDBOX = "rlm_compat.sandbox"
-STEP_ENGINE = {f"{SANDBOX}.{name}" for name in ("inline", "hostcall", "texts", "fences")}
+STEP = {f"{SANDBOX}.step.{name}" for name in ("inline", "hostcall", "texts", "repl_config")}
 
 
 def _modules() -> dict[str, Path]:
@@ -64,15 +64,17 @@ def test_the_layers_are_where_the_rules_say() -> None:
     isolate = [m for m in _sandbox_modules() if _within(m, f"{SANDBOX}.isolate")]
     assert f"{SANDBOX}.restrict.prep" in restrict and f"{SANDBOX}.restrict.policy" in restrict
     assert f"{SANDBOX}.isolate.worker" in isolate and f"{SANDBOX}.isolate.zygote" in isolate
+    step = {m for m in _sandbox_modules() if _within(m, f"{SANDBOX}.step")}
+    assert step == {f"{SANDBOX}.step", *STEP}
     top = {m for m in _sandbox_modules() if m.count(".") <= 2}
     assert top == {
         SANDBOX,
-        *STEP_ENGINE,
         f"{SANDBOX}.runner",
-        f"{SANDBOX}.repl_config",
+        f"{SANDBOX}.step",
         f"{SANDBOX}.restrict",
         f"{SANDBOX}.isolate",
     }
+    assert "rlm_compat.fences" in MODULES  # the fence rules: below the sandbox, shared with the parser
 
 
 def _private_imports(name: str) -> list[tuple[str, str]]:
@@ -164,4 +166,4 @@ def test_import_rlm_compat_loads_neither_the_worker_machinery_nor_the_compiler()
         ).stdout.split()
     )
     assert not {m for m in loaded if _within(m, f"{SANDBOX}.isolate") and m != f"{SANDBOX}.isolate"}
-    assert f"{SANDBOX}.restrict.prep" not in loaded and f"{SANDBOX}.inline" not in loaded
+    assert f"{SANDBOX}.restrict.prep" not in loaded and f"{SANDBOX}.step.inline" not in loaded

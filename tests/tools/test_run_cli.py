@@ -26,7 +26,7 @@ from rlm_compat.record import read_trajectory
 from rlm_compat.testing import Disconnect, RawReply, ScriptedChatServer, terminal_screen
 from rlm_compat.tools.cli import main
 from rlm_compat.tools.run_cli import ExitCode, exit_code_for
-from rlm_compat.tools.run_context import ContextInputError, load_context, render_files
+from rlm_compat.tools.shared.run_context import ContextInputError, load_context, render_files
 
 ServerFactory = Callable[..., ScriptedChatServer]
 ROOT = ROOT

@@ -4,8 +4,8 @@ What it adds to the inline runner: the timeout stops anything, even a single lon
 catastrophic regex, ``math.factorial(10**7)``), because a worker that outlives its step's
 deadline is killed and replaced; a single huge allocation fails in the worker at once (address
 space limit); a crash of the interpreter (C stack overflow) is a REPLError here, not the end
-of the host. The worker runs the same :class:`~rlm_compat.sandbox.inline.InlineRunner` with the same
-:class:`~rlm_compat.sandbox.texts.Texts`, so an ordinary timeout or error reads exactly as inline.
+of the host. The worker runs the same :class:`~rlm_compat.sandbox.step.inline.InlineRunner` with the same
+:class:`~rlm_compat.sandbox.step.texts.Texts`, so an ordinary timeout or error reads exactly as inline.
 
 How the session is kept: the worker holds the namespace. Before each step the parent sends the
 ``env`` entries that changed since the last step (pickled; a big ``str`` or ``bytes``, such as
@@ -44,13 +44,13 @@ from typing import TYPE_CHECKING, Any
 
 from ... import errors as _errors
 from ...errors import FinalVarMissingError, REPLError, REPLTimeoutError, REPLWorkerFaultError
-from ..hostcall import HostCall, sanitized
-from ..texts import Texts
+from ..step.hostcall import HostCall, sanitized
+from ..step.texts import Texts
 from . import mapped, replies, wire
 from .channel import PROTOCOL, Channel, ChannelClosed, ChannelTimeout, MessageTooLarge
 
 if TYPE_CHECKING:
-    from ..repl_config import ReplConfig
+    from ..step.repl_config import ReplConfig
     from .spawn import WorkerHandle
 
 __all__ = ["ENTRY_ENV", "KILL_GRACE", "STATES", "ProcessRunner", "WorkerObject"]

@@ -16,7 +16,7 @@ from typing import Any
 
 from ... import errors as _errors
 from ...errors import REPLError, StepFailure, StepStage
-from ..texts import Texts
+from ..step.texts import Texts
 from .wire import NAME_CHARS, WireLimits, decode
 
 __all__ = [

@@ -17,10 +17,10 @@ from typing import TYPE_CHECKING
 if sys.platform != "win32":
     import resource
 
-from ..repl_config import CONTEXT_ROOM
+from ..step.repl_config import CONTEXT_ROOM
 
 if TYPE_CHECKING:
-    from ..repl_config import Limits
+    from ..step.repl_config import Limits
 
 __all__ = [
     "CONTEXT_ROOM",

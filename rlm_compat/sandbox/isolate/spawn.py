@@ -42,7 +42,7 @@ from typing import Any
 
 from ...environments import LocalExecutionEnvironment
 from ...errors import ConfigurationError
-from ..repl_config import START_METHODS, Limits
+from ..step.repl_config import START_METHODS, Limits
 from . import launcher
 from .hardening import DISABLE_ENV
 from .rlimits import cap_address_space, cap_cpu, current_address_space

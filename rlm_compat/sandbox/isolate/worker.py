@@ -2,7 +2,7 @@
 
 Started by :mod:`.spawn` (forked from the pre-warmed template process, or as a fresh interpreter)
 with :func:`serve` as its entry. It holds the session's namespace and runs each step with an
-:class:`~rlm_compat.sandbox.inline.InlineRunner` under the session's own deadline, so an ordinary
+:class:`~rlm_compat.sandbox.step.inline.InlineRunner` under the session's own deadline, so an ordinary
 timeout leaves the worker and its variables intact; the parent kills the worker only when a step outlives the
 deadline (a single long C call) or the worker breaks a limit. Host functions are stubs that call
 back into the parent, where the real function runs.
@@ -37,11 +37,11 @@ except ImportError:  # pragma: no cover - CPython builds without it
     from hashlib import blake2b
 
 from ...errors import StepFailure
-from ..hostcall import host_call
-from ..inline import InlineRunner
 from ..restrict.deadline import host_code
 from ..restrict.modules import proxy_for_module
-from ..texts import Texts
+from ..step.hostcall import host_call
+from ..step.inline import InlineRunner
+from ..step.texts import Texts
 from . import rlimits, wire, wire_encode
 from .channel import PROTOCOL, Channel
 from .mapped import MAX_MAPPED, close_all

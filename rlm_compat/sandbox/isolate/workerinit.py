@@ -21,7 +21,7 @@ import sys
 from collections.abc import Mapping
 from typing import NoReturn
 
-from ..repl_config import Limits
+from ..step.repl_config import Limits
 from .hardening import HardeningError, harden
 from .rlimits import apply_static
 

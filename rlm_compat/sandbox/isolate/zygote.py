@@ -32,7 +32,7 @@ import threading
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, NoReturn
 
-from ..repl_config import Limits
+from ..step.repl_config import Limits
 from . import hardening
 from .workerinit import EXIT_ENTRY_FAILED, die_with_parent, prepare, run_entry
 

@@ -10,8 +10,8 @@ stand-ins for the few stdlib functions that would reach past the guards, print
 capture, warnings, the per-thread execution record and the in-thread deadline, the exceptions a
 refusal raises, the CPython releases with exploitable bugs — belongs here, because it works the
 same in the host's thread and in a worker and needs no process of its own. This layer never
-imports :mod:`..isolate` nor the runners above it (only :mod:`..fences`, the stdlib-only fence
-rules): the dependency runs one way, from the process layer down to this one, since a worker
-*runs* restricted code while restriction knows nothing of where it runs.
+imports :mod:`..isolate`, :mod:`..step` nor the runners above it (only :mod:`rlm_compat.fences`,
+the stdlib-only fence rules): the dependency runs one way, from the process layer down to this
+one, since a worker *runs* restricted code while restriction knows nothing of where it runs.
 ``tests/sandbox/test_sandbox_layers.py`` checks this.
 """

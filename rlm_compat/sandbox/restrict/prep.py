@@ -24,7 +24,7 @@ from collections import OrderedDict
 from types import CodeType
 from typing import Any
 
-from ..fences import FIRST_FENCE_2FB46CC, MARKDOWN, describe_line, extract_code, traceback_line
+from ...fences import FIRST_FENCE_2FB46CC, MARKDOWN, describe_line, extract_code, traceback_line
 from .rewrites import RenameGuards, SizeGuards, finish_tree
 from .transformer import CompileIssue, CompileOptions, SandboxTransformer
 from .warnguard import quiet_compile

@@ -8,7 +8,7 @@ Two ways in, one code path:
   interpreter: upstream's venv with its checkout's ``src`` on ``sys.path``, or a venv holding
   recursive-llm 0.5.0 or rlms 0.1.1. Nothing of rlm_compat is importable there, so the driver's
   modules (this file, ``case_isolation.py``, ``case_runs.py``, ``peer_backends.py``) use only the
-  standard library plus ``values.py``, ``reference.py`` and ``sandbox/fences.py``, and run on
+  standard library plus ``values.py``, ``reference.py`` and ``rlm_compat/fences.py``, and run on
   Python 3.10+: :func:`standalone_package` lets their relative imports find each other by path,
   without importing rlm_compat. Fd 1 is pointed at stderr once started, so stray prints of the
   code under test cannot corrupt replies.

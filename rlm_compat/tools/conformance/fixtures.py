@@ -18,7 +18,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..tool_errors import ToolUsageError
+from ..shared.package_paths import shipped_data
+from ..shared.tooling_errors import ToolUsageError
 
 __all__ = [
     "PROVENANCE",
@@ -43,10 +44,9 @@ class FixtureError(ToolUsageError):
 
 def default_fixtures_dir() -> Path:
     """Fixtures shipped in the wheel (``rlm_compat/_fixtures``), else the source tree's copy."""
-    package = Path(__file__).resolve().parents[2]
-    for candidate in (package / "_fixtures", package.parent / "upstream_fixtures"):
-        if (candidate / PROVENANCE).is_file():
-            return candidate
+    found = shipped_data("_fixtures", "upstream_fixtures", marker=PROVENANCE)
+    if found is not None:
+        return found
     raise FixtureError(
         "no recorded fixtures found (looked in rlm_compat/_fixtures and ./upstream_fixtures); "
         "pass --fixtures DIR or record them with `rlm-compat record --upstream PATH`"

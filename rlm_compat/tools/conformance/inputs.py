@@ -16,7 +16,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from ..tool_errors import ToolUsageError
+from ..shared.tooling_errors import ToolUsageError
 from . import values
 
 if sys.version_info >= (3, 11):

@@ -99,7 +99,7 @@ def source_hashes() -> dict[str, str]:
         "case_runs_sha256": here / "case_runs.py",
         "peer_backends_sha256": here / "peer_backends.py",
         "values_sha256": here / "values.py",
-        "fences_sha256": package_dir() / "sandbox" / "fences.py",
+        "fences_sha256": package_dir() / "fences.py",
     }
     return {key: _sha256(path) for key, path in files.items()}
 

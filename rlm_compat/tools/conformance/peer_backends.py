@@ -365,7 +365,7 @@ class ReferenceBackend(ImportedBackend):
             "compare": "exact",
             "files": {
                 name: hashlib.sha256((here / name).read_bytes()).hexdigest()
-                for name in ("reference.py", "values.py", "../../sandbox/fences.py")
+                for name in ("reference.py", "values.py", "../../fences.py")
             },
         }
 

@@ -32,7 +32,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import IO, Any
 
-from ..tool_errors import ToolError
+from ..shared.tooling_errors import ToolError
 from .driver import PROTOCOL_VERSION, Driver, respond
 
 __all__ = [

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..tool_errors import ToolUsageError
+from ..shared.tooling_errors import ToolUsageError
 from . import inputs as _inputs
 from .fixtures import (
     PROVENANCE,

@@ -6,13 +6,13 @@ classes all see it), ``print`` captured, the last top-level expression statement
 ``str()`` (nothing for ``None``), every runnable fenced block of a response run in order, errors
 reported as ``Execution error: {Type}: {message} (line N)`` — the rules of docs/repl.md, written
 again independently of the sandbox so the two can be compared (only the fence rules and the
-``line N of code block M`` wording are shared, from ``sandbox/fences.py``: they decide which code
-runs and how a line is named, not how it behaves). Whatever fixed does differently must be a
+``line N of code block M`` wording are shared, from ``rlm_compat/fences.py``: they decide which
+code runs and how a line is named, not how it behaves). Whatever fixed does differently must be a
 registered restriction (``reference_fixtures/restrictions.toml``).
 
 It is one more implementation of the conformance registry (``cpython-reference``), served by
 ``driver.py --backend cpython-reference`` under every supported Python with nothing of rlm_compat
-importable, so it uses only the standard library plus ``values.py`` and ``sandbox/fences.py``
+importable, so it uses only the standard library plus ``values.py`` and ``rlm_compat/fences.py``
 (loaded by path there, through the driver's ``standalone_package``). The driver runs each case in
 a forked child: a fresh interpreter state per case, an address-space limit and a hard kill for
 what the step's ``SIGALRM`` cannot stop.
@@ -28,7 +28,7 @@ import signal
 from collections.abc import Callable
 from typing import Any
 
-from ...sandbox import fences
+from ... import fences
 from . import values
 
 __all__ = [

@@ -34,7 +34,7 @@ def read_context(args: argparse.Namespace) -> str | None:
     if args.no_context:
         return ""
     if args.context_file is not None:
-        from ..run_context import load_context
+        from ..shared.run_context import load_context
 
         return load_context(args.context_file).text  # ContextInputError: a ToolUsageError
     return args.context if isinstance(args.context, str) else None

@@ -417,7 +417,7 @@ def replayed_failure(error: str) -> Exception:
     """The recorded ``"<Type>: <message>"`` failure of a call as an exception the code sees alike.
 
     Sandboxed code sees a builtin or rlm_compat exception as itself and any other class as
-    ``RuntimeError("<Type>: <message>")`` (:func:`rlm_compat.sandbox.hostcall.sanitized`): the
+    ``RuntimeError("<Type>: <message>")`` (:func:`rlm_compat.sandbox.step.hostcall.sanitized`): the
     same class is rebuilt for the first two, a stand-in class of the recorded name for the rest,
     so the replayed step prints what the recorded one did.
     """

@@ -8,14 +8,14 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from ._errors import ApiError
-from ._models import RLM_KEYS, SCHEME, SERVER_OWNED, ModelRegistry, ModelSpec
-from ._protocol import ServeLimits
+from .api_errors import ApiError
+from .chat_protocol import ServeLimits
+from .models import RLM_KEYS, SCHEME, SERVER_OWNED, ModelRegistry, ModelSpec
 
 if TYPE_CHECKING:
     from aiohttp import web
 
-    from ._config import ServerConfig
+    from .server_config import ServerConfig
 
 __all__ = [
     "RLM_KEYS",
@@ -32,14 +32,14 @@ __all__ = [
 
 def create_app(config: ServerConfig) -> web.Application:
     """The aiohttp application for ``config`` (imports aiohttp)."""
-    from ._app import create_app as build
+    from .app import create_app as build
 
     return build(config)
 
 
 def __getattr__(name: str) -> Any:
     if name == "ServerConfig":
-        from ._config import ServerConfig
+        from .server_config import ServerConfig
 
         return ServerConfig
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

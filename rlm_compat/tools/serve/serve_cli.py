@@ -13,9 +13,9 @@ from typing import Any
 from ...errors import ConfigurationError
 from ..shared.rlm_flags import add_rlm_flags, given_keywords
 from ..shared.tooling_errors import ToolUsageError
-from ._models import CLIENTS, SERVER_OWNED, ModelRegistry, ModelSpec
-from ._protocol import ServeLimits
-from ._records import DEFAULT_KEEP_BYTES, DEFAULT_KEEP_RUNS
+from .chat_protocol import ServeLimits
+from .models import CLIENTS, SERVER_OWNED, ModelRegistry, ModelSpec
+from .records import DEFAULT_KEEP_BYTES, DEFAULT_KEEP_RUNS
 
 __all__ = ["register"]
 
@@ -137,7 +137,7 @@ def _add_records(p: argparse.ArgumentParser) -> None:
 
 def build_config(args: argparse.Namespace) -> Any:
     """The ServerConfig the flags describe (ToolUsageError for a bad combination)."""
-    from ._config import ServerConfig
+    from .server_config import ServerConfig
 
     template = ModelSpec(
         name="rlm:template",
@@ -212,8 +212,8 @@ def serve_command(args: argparse.Namespace) -> int:
 async def _serve(config: Any, host: str, port: int, level: str) -> None:
     from aiohttp import web
 
-    from ._app import create_app
-    from ._config import RedactingFormatter
+    from .app import create_app
+    from .server_config import RedactingFormatter
 
     app = create_app(config)
     handler = logging.StreamHandler(sys.stderr)

@@ -30,6 +30,11 @@ from rlm_compat.tools.research.compare.grid import (
 from rlm_compat.tools.research.compare.suite_registry import resolve_suite
 from rlm_compat.tools.research.compare.tables import markdown, summarize
 
+# once_per_ci: the grid's orchestration (its store, resume after a kill, executors, summaries) is the
+# same code on every Python; the runs inside it are checked on every Python by the loop's and the
+# conformance suites
+pytestmark = pytest.mark.once_per_ci
+
 SUITE = "compare_suite:needle_suite"
 POLICY = "compare_suite:policy"
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"

@@ -33,6 +33,10 @@ from rlm_compat.tools.research.suites import TaskSuite
 from rlm_compat.tools.research.tasks import GeneratedTask, task_from_id
 from rlm_compat.tools.view.comparison_page import write_compare
 
+# once_per_ci: the implementations' grid columns (other implementations' venvs, their failures graded)
+# are orchestration over processes, the same on every host Python
+pytestmark = pytest.mark.once_per_ci
+
 MINI = textwrap.dedent(
     """
     import contextlib, io, json, re, sys, time, urllib.request

@@ -32,8 +32,8 @@ from hypothesis import strategies as st
 from serve_harness import MODEL, TOKEN, Served, rss_mb, serving
 
 from rlm_compat.testing import Reply, ScriptedChatServer
-from rlm_compat.tools.serve._errors import ApiError
-from rlm_compat.tools.serve._pool import BlockingPool
+from rlm_compat.tools.serve.api_errors import ApiError
+from rlm_compat.tools.serve.pool import BlockingPool
 
 pytest.importorskip("aiohttp")
 

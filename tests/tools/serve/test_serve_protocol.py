@@ -10,8 +10,8 @@ import pytest
 from rlm_compat.errors import BudgetExceededError, MaxIterationsError
 from rlm_compat.tools import ToolUsageError
 from rlm_compat.tools.serve import RLM_KEYS, SERVER_OWNED, ApiError, ModelRegistry, ModelSpec, ServeLimits
-from rlm_compat.tools.serve._outcomes import error_for_failure
-from rlm_compat.tools.serve._protocol import parse_request
+from rlm_compat.tools.serve.chat_protocol import parse_request
+from rlm_compat.tools.serve.outcomes import error_for_failure
 
 LIMITS = ServeLimits(max_calls=10, max_seconds=60.0, max_context_chars=100)
 
@@ -281,7 +281,7 @@ def test_documents_are_checked_by_their_metadata_and_read_bounded(tmp_path: Path
     import os
     import socket
 
-    from rlm_compat.tools.serve._documents import DocumentRefused, read_document
+    from rlm_compat.tools.serve.documents import DocumentRefused, read_document
 
     (tmp_path / "ok.txt").write_text("hello", encoding="utf-8")
     (tmp_path / "bad.bin").write_bytes(b"\xff\xfe")
@@ -312,7 +312,7 @@ def test_documents_are_checked_by_their_metadata_and_read_bounded(tmp_path: Path
 def test_trajectory_retention_removes_the_oldest_first(tmp_path: Path) -> None:
     import os
 
-    from rlm_compat.tools.serve._records import TrajectoryStore
+    from rlm_compat.tools.serve.records import TrajectoryStore
 
     for i in range(5):
         path = tmp_path / f"r{i}.jsonl"
@@ -334,7 +334,7 @@ def test_a_server_of_lean_models_only_never_needs_litellm(tmp_path: Path) -> Non
 async def test_bodies_over_the_budget_wait_their_turn_and_give_up_with_429() -> None:
     import asyncio
 
-    from rlm_compat.tools.serve._gate import BodyBudget
+    from rlm_compat.tools.serve.gate import BodyBudget
 
     budget = BodyBudget(total=10, timeout=0.2)
     second = budget.reserve(5)  # kept: a dropped context manager would give its bytes back

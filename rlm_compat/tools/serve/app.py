@@ -23,17 +23,17 @@ from typing import Any
 from aiohttp import web
 
 from ...events import TrajectoryEvent
-from ._config import Redactor, ServerConfig
-from ._disconnect import client_gone, unless_gone
-from ._documents import DocumentRefused, read_document
-from ._errors import ApiError, bad
-from ._gate import BodyBudget, Gate
-from ._models import ModelSpec
-from ._outcomes import error_for_failure
-from ._pool import BlockingPool, in_daemon_thread
-from ._protocol import ChatRequest, chunk, completion, context_too_large, parse_request, usage_of
-from ._records import TrajectoryStore
-from ._sse import comment, dumps, progress_line, send
+from .api_errors import ApiError, bad
+from .chat_protocol import ChatRequest, chunk, completion, context_too_large, parse_request, usage_of
+from .disconnect import client_gone, unless_gone
+from .documents import DocumentRefused, read_document
+from .gate import BodyBudget, Gate
+from .models import ModelSpec
+from .outcomes import error_for_failure
+from .pool import BlockingPool, in_daemon_thread
+from .records import TrajectoryStore
+from .server_config import Redactor, ServerConfig
+from .sse import comment, dumps, progress_line, send
 
 __all__ = ["ServerConfig", "create_app"]
 

@@ -15,7 +15,7 @@ import threading
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from ._errors import ApiError
+from .api_errors import ApiError
 
 __all__ = ["BlockingPool", "in_daemon_thread"]
 

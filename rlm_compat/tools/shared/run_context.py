@@ -37,8 +37,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import BinaryIO
 
-from ..environments import EnvironmentAccessError, ExecutionEnvironment, LocalExecutionEnvironment
-from .shared.tooling_errors import ToolUsageError
+from ...environments import EnvironmentAccessError, ExecutionEnvironment, LocalExecutionEnvironment
+from .tooling_errors import ToolUsageError
 
 __all__ = ["STDIN", "ContextBundle", "ContextInputError", "load_context", "render_files"]
 

@@ -17,8 +17,8 @@ import math
 import os
 from typing import Any, TypeVar
 
-from ..errors import ConfigurationError
-from ..profiles import Profile, resolve_profile
+from ...errors import ConfigurationError
+from ...profiles import Profile, resolve_profile
 
 __all__ = [
     "CONTEXT_ROOM",

@@ -19,7 +19,7 @@ from ...errors import (
     MaxIterationsError,
 )
 from ..shared.tooling_errors import ToolUsageError
-from ._errors import ApiError
+from .api_errors import ApiError
 
 __all__ = ["BUDGET_FIELDS", "error_for_failure"]
 

@@ -20,7 +20,7 @@ import functools
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from ...events import (
+from ..events import (
     FinalAnswer,
     FinalAnswerRejected,
     FinalAnswerValidated,
@@ -38,7 +38,7 @@ from ...events import (
     RunStarted,
     TrajectoryEvent,
 )
-from ...types import Message
+from ..types import Message
 
 __all__ = ["ReleaseEvent", "ReleaseShaper"]
 

@@ -8,9 +8,9 @@ import re
 from dataclasses import dataclass, field
 
 from ..shared.tooling_errors import ToolUsageError
-from ._models import ModelRegistry
-from ._protocol import ServeLimits
-from ._records import DEFAULT_KEEP_BYTES, DEFAULT_KEEP_RUNS
+from .chat_protocol import ServeLimits
+from .models import ModelRegistry
+from .records import DEFAULT_KEEP_BYTES, DEFAULT_KEEP_RUNS
 
 __all__ = ["RedactingFormatter", "Redactor", "ServerConfig"]
 

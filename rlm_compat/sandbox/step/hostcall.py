@@ -23,12 +23,12 @@ import types
 from collections.abc import Callable
 from typing import Any
 
-from ..errors import REPLError, RLMError
-from .restrict.context import LOCAL
-from .restrict.modules import ModuleProxy
-from .restrict.registry import register_opaque, sandbox_classes
-from .restrict.violations import TimeoutSignal
-from .restrict.warnguard import register_host_boundary
+from ...errors import REPLError, RLMError
+from ..restrict.context import LOCAL
+from ..restrict.modules import ModuleProxy
+from ..restrict.registry import register_opaque, sandbox_classes
+from ..restrict.violations import TimeoutSignal
+from ..restrict.warnguard import register_host_boundary
 from .texts import Texts
 
 __all__ = ["HOST_KINDS", "HostCall", "bounded_str", "host_call", "sanitized"]

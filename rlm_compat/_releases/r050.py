@@ -2,17 +2,17 @@
 
 0.5.0 changed the contract, not only the defects, so these decide over the profile: a reply
 ends a node only when it *is* one ``FINAL("literal")`` / ``FINAL_VAR(name)`` directive
-(:mod:`.directive`), settled before any code runs; the REPL holds the ``answer``
+(:mod:`.r050_directive`), settled before any code runs; the REPL holds the ``answer``
 dict (``{"content": "", "ready": False}``; ``ready`` ends the run with ``content``);
 ``max_depth`` counts what a run may call, so ``max_depth=0`` offers no query functions and a
 root run is never refused; ``llm_query`` takes a context second and ``recursive_llm`` is
 ``rlm_query``; the result's trajectory and the user's handlers get 0.5.0's event shape
-(:class:`.trajectory_shape.ReleaseShaper`); and the ``RLM`` keywords it brought are
+(:class:`.r050_trajectory_shape.ReleaseShaper`); and the ``RLM`` keywords it brought are
 its option table (tagged :data:`NAME` in :data:`rlm_compat.settings.PARAMETERS`). The texts and
 defaults (retry policy, prompt version, messages) are its data, :data:`PRESET`.
 
-Its code: :mod:`.directive` (the standalone-directive parser, ``rlm.parser`` under the 0.5
-preset), :mod:`.trajectory_shape` (the event shape) and :data:`DEFAULT_SNAPSHOT_BYTES` /
+Its code: :mod:`.r050_directive` (the standalone-directive parser, ``rlm.parser`` under the 0.5
+preset), :mod:`.r050_trajectory_shape` (the event shape) and :data:`DEFAULT_SNAPSHOT_BYTES` /
 :func:`check_snapshot_bytes` (the cap of 0.5.0's ``env`` snapshot, an option too).
 :mod:`rlm_compat.parser_v050` and :mod:`rlm_compat.record.shape_v050` re-export them under the
 names users and 0.5.0's tests import; the executor behind 0.5.0's ``REPLExecutor`` constructor
@@ -25,11 +25,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, TypeGuard
 
-from ...errors import ConfigurationError
-from ...parser import FinalResolution
-from ..contract import ApiSemantics, register
-from . import directive
-from .trajectory_shape import ReleaseShaper
+from ..errors import ConfigurationError
+from ..parser import FinalResolution
+from . import r050_directive as directive
+from .contract import ApiSemantics, register
+from .r050_trajectory_shape import ReleaseShaper
 
 __all__ = [
     "DEFAULT_SNAPSHOT_BYTES",

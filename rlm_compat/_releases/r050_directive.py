@@ -15,7 +15,7 @@ import ast
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from ...parser import FinalResolution
+from ..parser import FinalResolution
 
 __all__ = [
     "extract_final",

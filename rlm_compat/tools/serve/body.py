@@ -14,7 +14,7 @@ import math
 import re
 from typing import Any
 
-from ._errors import ApiError, bad
+from .api_errors import ApiError, bad
 
 __all__ = ["MAX_DEPTH", "field_path", "load_body"]
 

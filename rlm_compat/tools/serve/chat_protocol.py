@@ -12,9 +12,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..shared.tooling_errors import ToolUsageError
-from ._body import load_body
-from ._errors import ApiError, bad
-from ._params import root_call_options
+from .api_errors import ApiError, bad
+from .body import load_body
+from .params import root_call_options
 
 __all__ = [
     "ApiError",

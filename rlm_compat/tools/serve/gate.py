@@ -7,7 +7,7 @@ import collections
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
-from ._errors import ApiError
+from .api_errors import ApiError
 
 __all__ = ["BodyBudget", "Gate"]
 

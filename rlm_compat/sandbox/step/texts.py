@@ -12,7 +12,7 @@ from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
-    from ..profiles import Profile
+    from ...profiles import Profile
 
 
 class _Issue(Protocol):

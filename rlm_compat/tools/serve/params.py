@@ -14,7 +14,7 @@ import math
 from collections.abc import Callable
 from typing import Any
 
-from ._errors import ApiError
+from .api_errors import ApiError
 
 __all__ = ["HANDLED", "NO_EFFECT", "REFUSED", "ROOT_CALL", "root_call_options"]
 

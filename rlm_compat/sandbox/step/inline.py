@@ -17,18 +17,18 @@ import math
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
-from ..errors import FinalVarMissingError, REPLError, REPLSecurityError, REPLTimeoutError, StepFailure
-from .fences import describe_line
+from ...errors import FinalVarMissingError, REPLError, REPLSecurityError, REPLTimeoutError, StepFailure
+from ...fences import describe_line
+from ..restrict.context import LOCAL, ExecState, Session
+from ..restrict.deadline import Deadline, run_with_deadline
+from ..restrict.modules import proxy_for_module
+from ..restrict.output import CappedText, PrintCollector
+from ..restrict.policy import session_builtins
+from ..restrict.prep import Compiled, Program, compile_program, extract, user_line
+from ..restrict.transformer import CompileOptions
+from ..restrict.violations import MemorySignal, SandboxViolation, TimeoutSignal
 from .hostcall import bounded_str
 from .repl_config import CONTEXT_ROOM, host_text_bytes
-from .restrict.context import LOCAL, ExecState, Session
-from .restrict.deadline import Deadline, run_with_deadline
-from .restrict.modules import proxy_for_module
-from .restrict.output import CappedText, PrintCollector
-from .restrict.policy import session_builtins
-from .restrict.prep import Compiled, Program, compile_program, extract, user_line
-from .restrict.transformer import CompileOptions
-from .restrict.violations import MemorySignal, SandboxViolation, TimeoutSignal
 from .texts import NO_CODE, Texts
 
 if TYPE_CHECKING:
