@@ -18,7 +18,9 @@ what both share:
 At this level sits only what callers see: this facade and :mod:`.runner` (the runner interface
 and the choice of runner). The package graph runs one way: the facade and the runner above
 ``isolate``, ``isolate`` above ``step``, ``step`` above ``restrict``; the fence rules the runner
-shares with the loop and the CPython reference are :mod:`rlm_compat.fences`, below them all.
+shares with the loop and the CPython reference are :mod:`rlm_compat.fences`, below them all
+(``Fence``, ``fenced_blocks`` and ``scan_fences`` are re-exported here, where they were first
+imported from).
 
 Code outside the sandbox imports from here only. The names below are loaded on first use, so
 ``import rlm_compat`` pays only for what the facade needs (the host-call marker and the runner
@@ -29,6 +31,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from ..fences import Fence, fenced_blocks, scan_fences
 from .runner import Runner, make_runner
 from .step.hostcall import HostCall, host_call, namespace_listing
 from .step.repl_config import (
@@ -88,6 +91,7 @@ __all__ = [
     "ISOLATION_ENV",
     "START_METHODS",
     "START_METHOD_ENV",
+    "Fence",
     "HostCall",
     "InlineRunner",
     "Limits",
@@ -98,11 +102,13 @@ __all__ = [
     "WorkerResourceLimits",
     "available_layers",
     "describe_host",
+    "fenced_blocks",
     "host_call",
     "make_runner",
     "namespace_listing",
     "real_module",
     "recv_frame",
+    "scan_fences",
     "send_frame",
     "start_worker",
     "syscall_number",

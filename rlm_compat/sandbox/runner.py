@@ -1,9 +1,9 @@
 """One interface for every place model code can run, and the choice between them.
 
-A runner executes the steps of REPL sessions: :class:`~.inline.InlineRunner` in the calling
+A runner executes the steps of REPL sessions: :class:`~.step.inline.InlineRunner` in the calling
 thread, :class:`~.isolate.process.ProcessRunner` in a killable worker process per session. Both take the
 whole :class:`~rlm_compat.config.ReplConfig`, answer with the same texts
-(:mod:`.texts`) and raise the same REPLError subclasses; callers never ask which one they have.
+(:mod:`.step.texts`) and raise the same REPLError subclasses; callers never ask which one they have.
 """
 
 from __future__ import annotations

@@ -18,15 +18,15 @@ against the protocol by :mod:`.replies`: the parent never unpickles anything a w
 In ``"worker"`` state (the RLM loop) only small plain values come back (at most
 :data:`~.worker.KEEP_BYTES` encoded); ``env`` names everything else by a :class:`WorkerObject`,
 so the namespace never crosses as a whole and a step costs the same whatever the session holds.
-The rest (functions, classes, instances of them, other objects) stays in the worker and appears
-in ``env`` as a :class:`WorkerObject`. Only host functions (:class:`~.hostcall.HostCall`, or
-plain callables the host itself put in ``env`` that cannot be pickled) call back into the
-parent; nothing that came from the worker ever runs here. The parent trusts nothing its worker
-says: every limit that matters to the host (what a step's text, a final answer, a value may
-cost) is checked here again, and a message that breaks the protocol or a limit fails the step
-with a :class:`~rlm_compat.errors.REPLWorkerFaultError` and replaces the worker. When a worker is killed, its
-WorkerObjects are lost: the step's error names each of them, and they leave ``env``; the plain
-values ``env`` holds go to the next worker as they were before the failed step.
+The rest (functions, classes, instances of them, other objects) stays in the worker and appears in ``env``
+as a :class:`WorkerObject`. Only host functions (:class:`~rlm_compat.sandbox.step.hostcall.HostCall`, or
+plain callables the host itself put in ``env`` that cannot be pickled) call back into the parent; nothing
+that came from the worker ever runs here. The parent trusts nothing its worker says: every limit that
+matters to the host (what a step's text, a final answer, a value may cost) is checked here again, and a
+message that breaks the protocol or a limit fails the step with a
+:class:`~rlm_compat.errors.REPLWorkerFaultError` and replaces the worker. When a worker is killed, its
+WorkerObjects are lost: the step's error names each of them, and they leave ``env``; the plain values
+``env`` holds go to the next worker as they were before the failed step.
 """
 
 from __future__ import annotations

@@ -84,7 +84,7 @@ class _WarningsModule(types.ModuleType):
 
 
 def register_host_boundary(code: types.CodeType) -> None:
-    """Frames of ``code`` are host code called by sandboxed code (told by :mod:`.hostcall`)."""
+    """Frames of ``code`` are host code called by sandboxed code (told by :mod:`..step.hostcall`)."""
     global _boundaries
     with _lock:
         _boundaries = _boundaries | {code}
