@@ -13,6 +13,10 @@ _CHILD = textwrap.dedent(
     import asyncio, os, signal, threading, time
     from rlm_compat._loop.bridge import run_sync
 
+    # as a foreground command: a background job of a non-interactive shell (how CI may start the
+    # suite) inherits SIGINT ignored, and Python keeps it so
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+
     def helper():
         signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
         time.sleep(0.5)

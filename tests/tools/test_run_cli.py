@@ -366,7 +366,7 @@ def test_interrupt_exits_130_and_leaves_the_partial_trajectory(
         *_args(server, "--progress", "off"),
     ]
     process = subprocess.Popen(
-        [sys.executable, "-m", "rlm_compat", *argv],
+        [sys.executable, "-c", _AS_FOREGROUND, *argv],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         env={**_child_env(), "PYTHONFAULTHANDLER": "1"},
@@ -383,6 +383,14 @@ def test_interrupt_exits_130_and_leaves_the_partial_trajectory(
         f"rlm-compat run: interrupted: KeyboardInterrupt: (no message) (partial trajectory: {trajectory})"
     ]
     assert read_trajectory(trajectory)[1][-1]["kind"] == "run_error"
+
+
+# ``python -m rlm_compat`` as a foreground command runs it, Ctrl-C acted on: a background job of a
+# non-interactive shell (how CI may start the suite) inherits SIGINT ignored, and Python keeps it so
+_AS_FOREGROUND = (
+    "import runpy, signal; signal.signal(signal.SIGINT, signal.default_int_handler); "
+    "runpy.run_module('rlm_compat', run_name='__main__', alter_sys=True)"
+)
 
 
 def _interrupt(process: subprocess.Popen[bytes]) -> tuple[bytes, bytes]:
