@@ -12,6 +12,7 @@ import dataclasses
 from typing import Any, Literal
 
 __all__ = [
+    "RAN_AND_FAILED",
     "BudgetExceededError",
     "ConfigurationError",
     "FinalVarMissingError",
@@ -123,7 +124,8 @@ class StepFailure:
     directive: bool = False
 
 
-_RAN = StepFailure()
+RAN_AND_FAILED = StepFailure()
+"""The plain failure: the code ran and raised (or timed out, or lost its worker)."""
 
 
 class REPLError(Exception):
@@ -132,7 +134,7 @@ class REPLError(Exception):
     ``failure`` says how, as data (:class:`StepFailure`); the message is only for people and models.
     """
 
-    def __init__(self, *args: Any, failure: StepFailure = _RAN) -> None:
+    def __init__(self, *args: Any, failure: StepFailure = RAN_AND_FAILED) -> None:
         super().__init__(*args)
         self.failure = failure
 

@@ -14,7 +14,7 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from ..errors import MaxIterationsError, REPLError, RLMError, StepFailure
+from ..errors import RAN_AND_FAILED, MaxIterationsError, REPLError, RLMError, StepFailure
 from ..events import FinalAnswer, FinalAnswerRejected, FinalAnswerValidated, ReplStep
 from ..parser import FinalResolution
 from ..record import Run
@@ -27,7 +27,6 @@ from .tally import Tally
 
 __all__ = ["NodeSession", "observe", "observe_step"]
 
-_RAN = StepFailure()
 
 ModelCall = Callable[..., Awaitable[str]]
 
@@ -227,7 +226,7 @@ def observe_step(
     except REPLError as exc:
         return f"Error: {exc}", exc.failure
     except Exception as exc:  # upstream feeds any other failure back too
-        return f"Unexpected error: {exc}", _RAN
+        return f"Unexpected error: {exc}", RAN_AND_FAILED
 
 
 def observe(

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ... import errors as _errors
-from ...errors import REPLError, StepFailure, StepStage
+from ...errors import RAN_AND_FAILED, REPLError, StepFailure, StepStage
 from ..step.texts import Texts
 from .wire import NAME_CHARS, WireLimits, decode
 
@@ -50,7 +50,6 @@ _ERRORS = frozenset({"REPLError", "REPLTimeoutError", "REPLSecurityError", "Fina
 """The error classes a worker may name for a failed step (anything else reads as REPLError)."""
 _STAGES: dict[object, StepStage] = {"syntax": "syntax", "policy": "policy", "run": "run"}
 """A failed step's stages (:class:`~rlm_compat.errors.StepFailure`; anything else reads as a run)."""
-_RAN = StepFailure()
 
 
 class WorkerFault(Exception):
@@ -81,7 +80,7 @@ class StepResult:
     ok: bool
     text: str
     error: str = "REPLError"
-    failure: StepFailure = _RAN
+    failure: StepFailure = RAN_AND_FAILED
 
 
 @dataclasses.dataclass(slots=True)

@@ -36,7 +36,7 @@ try:  # hashlib would load OpenSSL too: ~2 ms of the fork server's start, for on
 except ImportError:  # pragma: no cover - CPython builds without it
     from hashlib import blake2b
 
-from ...errors import StepFailure
+from ...errors import RAN_AND_FAILED, StepFailure
 from ..restrict.deadline import host_code
 from ..restrict.modules import proxy_for_module
 from ..step.hostcall import host_call
@@ -409,7 +409,7 @@ def _result(call: Any, *args: Any) -> dict[str, Any]:
     except Exception as exc:  # REPLError and its subclasses: report class, text and how it failed
         failure = getattr(exc, "failure", None)
         if not isinstance(failure, StepFailure):
-            failure = StepFailure()
+            failure = RAN_AND_FAILED
         return {
             "ok": False,
             "error": type(exc).__name__,

@@ -17,7 +17,14 @@ import math
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
-from ...errors import FinalVarMissingError, REPLError, REPLSecurityError, REPLTimeoutError, StepFailure
+from ...errors import (
+    RAN_AND_FAILED,
+    FinalVarMissingError,
+    REPLError,
+    REPLSecurityError,
+    REPLTimeoutError,
+    StepFailure,
+)
 from ...fences import describe_line
 from ..restrict.context import LOCAL, ExecState, Session
 from ..restrict.deadline import Deadline, run_with_deadline
@@ -37,7 +44,6 @@ if TYPE_CHECKING:
 __all__ = ["InlineRunner", "is_real_interrupt"]
 
 
-_RAN = StepFailure()
 _DIRECTIVES = frozenset({"FINAL", "FINAL_VAR"})
 
 
@@ -54,7 +60,7 @@ class _Failure:
 
     __slots__ = ("error_type", "failure", "text")
 
-    def __init__(self, error_type: type[REPLError], text: str, failure: StepFailure = _RAN) -> None:
+    def __init__(self, error_type: type[REPLError], text: str, failure: StepFailure = RAN_AND_FAILED) -> None:
         self.error_type = error_type
         self.text = text
         self.failure = failure
