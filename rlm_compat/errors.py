@@ -26,6 +26,7 @@ __all__ = [
     "REPLWorkerFaultError",
     "RLMError",
     "StepFailure",
+    "ToolError",
     "TrajectoryError",
     "UnknownOptionWarning",
     "UnsupportedOptionError",
@@ -76,6 +77,12 @@ class ProviderResponseError(LLMCallError):
     Retried by the RLM like other transient failures (``max_retries``), as recursive-llm 0.5.0
     does: a proxy or a provider under load may cut or garble one answer and send the next whole.
     """
+
+
+class ToolError(RLMError):
+    """A custom tool's call broke the tool protocol: a result that is not plain data, arguments or
+    a result over the tool's byte limit, or a call past its ``timeout``. Raised into the model's
+    code (which may catch it); what the tool itself raises reaches the code as its own class."""
 
 
 class BudgetExceededError(RLMError):

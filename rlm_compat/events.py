@@ -41,10 +41,11 @@ __all__ = [
     "RunStarted",
     "SubcallFinished",
     "SubcallStarted",
+    "ToolCall",
     "TrajectoryEvent",
 ]
 
-CONTENT_FIELDS = frozenset({"query", "reply", "code", "output", "answer", "messages"})
+CONTENT_FIELDS = frozenset({"query", "reply", "code", "output", "answer", "messages", "result"})
 """Fields holding model or user text; a redacted trajectory keeps only their lengths."""
 
 
@@ -247,6 +248,28 @@ class SubcallFinished(TrajectoryEvent):
 
 
 @dataclass(frozen=True, kw_only=True)
+class ToolCall(TrajectoryEvent):
+    """REPL code called a custom tool (:mod:`rlm_compat.custom_tools`), which ran in the host.
+
+    ``argument_bytes`` / ``result_bytes``: their weight as :func:`~rlm_compat.custom_tools.plain_size`
+    counts it (None: not reached). ``result``: what it returned, as tagged JSON text
+    (:func:`rlm_compat.plain_json.dumps`), so a replay answers the call from the record.
+    ``error_type`` / ``error``: what the model's code got instead; ``traceback``: the tool's own,
+    kept here and never sent to the REPL.
+    """
+
+    kind: ClassVar[str] = "tool_call"
+    function: str
+    duration_seconds: float
+    argument_bytes: int | None
+    result_bytes: int | None
+    result: str | None
+    error_type: str | None
+    error: str | None
+    traceback: str | None
+
+
+@dataclass(frozen=True, kw_only=True)
 class FinalAnswer(TrajectoryEvent):
     """An RLM node settled its answer; ``method`` is how (``FINAL``, ``FINAL_VAR``, ``callable``)."""
 
@@ -301,6 +324,7 @@ EVENT_TYPES: dict[str, type[TrajectoryEvent]] = {
         ReplStep,
         SubcallStarted,
         SubcallFinished,
+        ToolCall,
         FinalAnswer,
         FinalAnswerRejected,
         FinalAnswerValidated,

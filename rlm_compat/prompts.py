@@ -10,6 +10,7 @@ one Python step or a standalone FINAL). ``build_system_prompt`` keeps upstream's
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Final
 
 from .errors import ConfigurationError
@@ -110,16 +111,32 @@ DEFAULT_PROMPT_VERSION: Final = "cc7a826"
 
 
 def build_system_prompt(
-    context_size: int, depth: int = 0, max_depth: int = 1, *, version: str | None = None
+    context_size: int,
+    depth: int = 0,
+    max_depth: int = 1,
+    *,
+    version: str | None = None,
+    tools: Sequence[str] = (),
 ) -> str:
     """The system prompt for a context of ``context_size`` characters at recursion ``depth``
-    (``max_depth``, 0.5.0's sub-call capability, is shown by its text only)."""
+    (``max_depth``, 0.5.0's sub-call capability, is shown by its text only).
+
+    ``tools``: one line per custom tool (:meth:`rlm_compat.custom_tools.Tool.prompt_line`), listed
+    after the ``re`` line of every version's "Available in environment" list; without tools the
+    text is the release's, byte for byte.
+    """
     template = PROMPT_VERSIONS.get(version or DEFAULT_PROMPT_VERSION)
     if template is None:
         raise ConfigurationError(
             f"unknown prompt_version {version!r}; choose one of {sorted(PROMPT_VERSIONS)}"
         )
-    return template.format(size=f"{context_size:,}", depth=depth, **_depth_lines_050(depth, max_depth))
+    text = template.format(size=f"{context_size:,}", depth=depth, **_depth_lines_050(depth, max_depth))
+    if tools:
+        text = text.replace(_RE_LINE, "\n".join([_RE_LINE, *tools]), 1)
+    return text
+
+
+_RE_LINE = "- re: already imported regex module (use re.findall, re.search, etc.)"
 
 
 def _depth_lines_050(depth: int, max_depth: int) -> dict[str, object]:

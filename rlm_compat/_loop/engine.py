@@ -8,6 +8,7 @@ from ``settings.child()``. The FINAL rule set is chosen once, when the engine is
 from __future__ import annotations
 
 import asyncio
+import functools
 from collections.abc import Callable
 from typing import Any
 
@@ -27,6 +28,7 @@ from .namespace import build_namespace
 from .session import NodeSession
 from .subcalls import LoopSubCalls
 from .tally import Tally
+from .toolcalls import ToolCalls
 
 __all__ = ["Engine", "ReplFactory", "RunEnd"]
 
@@ -192,6 +194,7 @@ class Engine:
             ),
             child=lambda q, c: self.child().node(run, run.node_id("rlm"), node, q, c, {}),
         )
+        tools = ToolCalls(run, node, settings.depth, asyncio.get_running_loop(), settings.custom_tools)
         namespace = build_namespace(
             query,
             context,
@@ -199,10 +202,15 @@ class Engine:
             release=settings.release,
             profile=settings.profile,
             max_depth=settings.max_depth,
+            tools=tools.entries(),
         )
         repl.preload(namespace.env)  # the context crosses to the worker during the first model call
         prompt = build_system_prompt(
-            len(context), settings.depth, settings.max_depth, version=settings.effective_prompt_version
+            len(context),
+            settings.depth,
+            settings.max_depth,
+            version=settings.effective_prompt_version,
+            tools=[tool.prompt_line() for tool in settings.custom_tools],
         )
         return NodeSession(
             settings,
@@ -214,8 +222,13 @@ class Engine:
             system_prompt=prompt,
             query=query,
             tally=self.tally,
-            cancel_subcalls=calls.cancel,
+            cancel_subcalls=functools.partial(_cancel_all, calls, tools),
         )
+
+
+def _cancel_all(calls: LoopSubCalls, tools: ToolCalls) -> None:
+    calls.cancel()
+    tools.cancel()
 
 
 def _size(context: Any) -> int:

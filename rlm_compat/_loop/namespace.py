@@ -1,7 +1,8 @@
 """The one REPL namespace contract: what a node's code finds in its REPL, for the loop and replay.
 
 ``context`` and ``query``; 0.5.0's ``answer`` dict; ``re``; the model-calling functions, each a
-host function delegating to a :class:`~rlm_compat._loop.subcalls.SubCallProvider`; and the
+host function delegating to a :class:`~rlm_compat._loop.subcalls.SubCallProvider`; the user's
+custom tools (host functions and plain values); and the
 callable ``FINAL`` / ``FINAL_VAR`` writing into a :class:`~rlm_compat._loop.final.FinalBox`
 (unless the profile's ``minimal_env`` leaves them out, as 2fb46cc does). A new REPL function is
 added here once and reaches the loop and replay alike.
@@ -11,7 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from .._releases import Release
@@ -39,8 +40,14 @@ def build_namespace(
     release: Release,
     profile: Profile,
     max_depth: int | None,
+    tools: Mapping[str, Any] | None = None,
 ) -> Namespace:
-    """The namespace of a node asked ``query`` over ``context`` (``max_depth``: the run's limit)."""
+    """The namespace of a node asked ``query`` over ``context`` (``max_depth``: the run's limit).
+
+    ``tools``: the node's custom tools (:meth:`~rlm_compat._loop.toolcalls.ToolCalls.entries`), a
+    function each made a host function, a value placed as it is; their names never clash with the
+    REPL's own (:data:`~rlm_compat.custom_tools.RESERVED_NAMES`, checked when the RLM is made).
+    """
     env: dict[str, Any] = {"context": context, "query": query, **release.namespace_extras()}
     if not release.offers_query_functions(max_depth):
         env["re"] = re
@@ -51,6 +58,8 @@ def build_namespace(
         if not profile.minimal_env:
             for name in ("llm_query", "llm_query_batched", "rlm_query", "rlm_query_batched"):
                 env[name] = host_call(functions[name])
+    for name, entry in (tools or {}).items():
+        env[name] = host_call(entry) if callable(entry) else entry
     box = FinalBox(env)
     if not profile.minimal_env:
         env["FINAL"] = host_call(box.final, "answer")

@@ -3,7 +3,8 @@
 Key names follow recursive-llm 0.5.0's ``stats`` (``root_calls``, ``recursive_calls``,
 ``leaf_calls``, ``total_iterations``, ``max_depth_reached``, ``by_model``, ``prompt_tokens``,
 ``completion_tokens``, ``total_tokens``, ``cached_tokens``, ``estimated_cost_usd``,
-``retry_calls``); rlm_compat adds ``by_depth``, REPL and wall time, sub-call counts and failed calls.
+``retry_calls``); rlm_compat adds ``by_depth``, REPL and wall time, sub-call counts, failed calls
+and custom tool calls (``tool_calls``, ``tool_errors``, ``tool_seconds``).
 One difference in counting: ``llm_calls`` counts logical calls; a retried call is one call, its
 retries are counted in ``retry_calls``.
 """
@@ -21,6 +22,7 @@ from ..events import (
     ReplStep,
     RlmStarted,
     SubcallStarted,
+    ToolCall,
     TrajectoryEvent,
 )
 
@@ -53,6 +55,8 @@ class TreeStats:
         self._repl_steps = 0
         self._repl_seconds = 0.0
         self._subcalls = 0
+        self._tool_calls = self._tool_errors = 0
+        self._tool_seconds = 0.0
         self._wall = 0.0
         self._by_model: dict[str, dict[str, Any]] = {}
         self._by_depth: dict[int, dict[str, Any]] = {}
@@ -73,6 +77,10 @@ class TreeStats:
                 self._max_depth = max(self._max_depth, event.depth)
             elif isinstance(event, SubcallStarted):
                 self._subcalls += event.count
+            elif isinstance(event, ToolCall):
+                self._tool_calls += 1
+                self._tool_errors += event.error_type is not None
+                self._tool_seconds += event.duration_seconds
 
     def _started(self, event: ModelCallStarted) -> None:
         if event.is_leaf:
@@ -110,6 +118,9 @@ class TreeStats:
                 "max_depth_reached": self._max_depth,
                 "rlm_calls": self._rlm_nodes,
                 "subcalls": self._subcalls,
+                "tool_calls": self._tool_calls,
+                "tool_errors": self._tool_errors,
+                "tool_seconds": round(self._tool_seconds, 6),
                 "prompt_tokens": totals["prompt_tokens"],
                 "completion_tokens": totals["completion_tokens"],
                 "total_tokens": totals["total_tokens"],

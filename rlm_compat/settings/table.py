@@ -12,6 +12,7 @@ from typing import Any, Generic, TypeVar, overload
 
 from .._releases import ApiSemantics, Release, r050, select_release
 from .._releases.r050 import DEFAULT_SNAPSHOT_BYTES, check_snapshot_bytes
+from ..custom_tools import Tool, parse_tools
 from ..errors import ConfigurationError
 from ..profiles import Profile, resolve_profile
 from ..record.budget import RunBudget
@@ -176,6 +177,24 @@ class Settings:
         record=lambda s: s.final_answer_validator is not None,
         check=callable_or_none,
         child=lambda s, value: {"final_answer_validator": None},
+    )
+    custom_tools: tuple[Tool, ...] = option(
+        "the user's functions and data in each REPL (rlms' shape: name -> callable, plain value, or "
+        "{'tool': ..., 'description': ...}); functions run in the host, called with plain data "
+        "(docs/tools.md)",
+        "Mapping[str, Any] | None",
+        record=lambda s: [tool.record(keep_value=s.capture_trajectory_content) for tool in s.custom_tools],
+        check=lambda value, ctx: parse_tools(value, ctx.name),
+        child=lambda s, value: {"custom_tools": s.custom_sub_tools},
+    )
+    custom_sub_tools: tuple[Tool, ...] = option(
+        "the tools of child RLMs (recursive_llm / rlm_query; None: custom_tools, as rlms; {}: none); "
+        "plain model calls (llm_query) have no REPL and no tools",
+        "Mapping[str, Any] | None",
+        record=lambda s: [tool.name for tool in s.custom_sub_tools],
+        check=lambda value, ctx: (
+            ctx.values["custom_tools"] if value is None else parse_tools(value, ctx.name)
+        ),
     )
     trajectory_path: str | os.PathLike[str] | None = option(
         "where each run's events are written as JSON lines (docs/trajectory.md)",

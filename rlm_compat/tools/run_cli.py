@@ -84,6 +84,14 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     )
     source.add_argument("--context", help="the context text itself")
     groups = add_rlm_flags(p)
+    groups["loop"].add_argument(
+        "--tool",
+        action="append",
+        default=[],
+        metavar="[NAME=]MODULE:FUNCTION",
+        help="a custom tool the model's code may call: a function importable here (the current "
+        "directory is on the path), run in this process with plain data; repeatable (docs/tools.md)",
+    )
     _add_output_options(groups["output"])
     p.set_defaults(handler=run_command)
 
@@ -172,8 +180,13 @@ def _model_call_raised(exc: BaseException, rlm: Any) -> bool:
 
 def _build_rlm(args: argparse.Namespace) -> Any:
     from ..core import RLM
+    from .shared.tool_imports import import_tools
 
-    return RLM(**given_keywords(args))
+    keywords: dict[str, Any] = given_keywords(args)
+    tools = import_tools(args.tool)
+    if tools:
+        keywords["custom_tools"] = tools
+    return RLM(**keywords)
 
 
 @contextlib.contextmanager

@@ -535,3 +535,26 @@ def test_a_run_replays_from_its_own_context_directory(
     assert "characters" in capsys.readouterr().err
     assert main(["replay", "run.jsonl", "--context-file", "missing-dir"]) == 2
     assert "missing-dir" in capsys.readouterr().err
+
+
+def test_a_tool_from_the_command_line_runs_in_this_process(
+    chat_server: ServerFactory,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    module = f"runtools_{os.getpid()}_{id(tmp_path)}"
+    (tmp_path / f"{module}.py").write_text(
+        "import os\n\ndef where(tag: str) -> str:\n    '''Where it ran.'''\n    return f'{tag}:{os.getpid()}'\n",
+        encoding="utf-8",
+    )
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    server = chat_server(["FINAL(here('t'))"])
+    argv = ["run", "q", "--context", "c", "--tool", f"here={module}:where", "--progress", "off"]
+    assert main([*argv, *_args(server)]) == 0
+    assert capsys.readouterr().out.strip() == f"t:{os.getpid()}"
+    assert "- here(tag: str) -> str: Where it ran." in server.requests[0]["messages"][0]["content"]
+    for bad in (f"{module}", f"{module}:nothing", "no_such_module_xyz:f", f"print={module}:where"):
+        assert main(["run", "q", "--context", "c", "--tool", bad, *_args(server)]) == ExitCode.BAD_INPUT, bad
+        assert "tool" in capsys.readouterr().err

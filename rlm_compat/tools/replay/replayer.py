@@ -24,11 +24,11 @@ from __future__ import annotations
 
 import builtins
 import textwrap
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from ... import errors
+from ... import errors, plain_json
 from ...compat import ApiSemantics, resolve_api, select_release
 from ...config import ReplConfig
 from ...errors import LLMCallError, TrajectoryError
@@ -43,7 +43,7 @@ from ...repl_namespace import (  # the loop's namespace and argument checks: rep
     texts,
 )
 from ...sandbox import host_call
-from ..runs.steps import RecordedNode, RecordedRun, RecordedStep, RecordedSubcall
+from ..runs.steps import RecordedNode, RecordedRun, RecordedStep, RecordedSubcall, RecordedToolCall
 
 __all__ = ["ReplayReport", "StepOutcome", "replay", "replay_profile"]
 
@@ -301,6 +301,11 @@ class _Replayer:
             env["completion_context"] = context
         if "SUBMIT" in self.run.extra_names:
             env["SUBMIT"] = host_call(_submit)
+        for name, kind, value in self.run.custom_tools:
+            if kind == "function":
+                env[name] = host_call(served.tool(name))
+            elif value is not None:
+                env[name] = plain_json.loads(value)
         for name in self.run.tools:
             env.setdefault(name, host_call(_unrecorded_tool(name)))
         for name, value in node.inputs.items():
@@ -331,9 +336,31 @@ class _Served:
         self.queue: list[RecordedSubcall] = []
         self.step: RecordedStep | None = None
         self.children: list[tuple[str, Any]] = []
+        self.tool_queue: list[RecordedToolCall] = []
 
     def start(self, step: RecordedStep) -> None:
         self.step, self.queue, self.children = step, list(step.subcalls), []
+        self.tool_queue = list(step.tool_calls)
+
+    def tool(self, name: str) -> Callable[..., Any]:
+        """A custom tool function answering each call from the step's recorded calls of ``name``."""
+
+        def call(*args: Any, **kwargs: Any) -> Any:
+            for i, item in enumerate(self.tool_queue):
+                if item.function == name:
+                    del self.tool_queue[i]
+                    if item.result is None:
+                        raise replayed_failure(item.error)
+                    return plain_json.loads(item.result)
+            step = self.step
+            where = f"node {self.node.node_id} step {step.number if step else '?'}"
+            raise LLMCallError(
+                f"replay: the recording has no further result of the tool {name}() in {where} "
+                "(the replayed code made a call the recorded run did not)"
+            )
+
+        call.__name__ = name
+        return call
 
     def _take(self, kinds: Iterable[str], what: str) -> RecordedSubcall:
         wanted = {*kinds, "any"}

@@ -23,6 +23,7 @@ __all__ = [
     "RecordedRun",
     "RecordedStep",
     "RecordedSubcall",
+    "RecordedToolCall",
     "RecordedTurn",
     "from_trajectory",
 ]
@@ -50,6 +51,17 @@ class RecordedSubcall:
 
 
 @dataclass(frozen=True)
+class RecordedToolCall:
+    """What one custom tool call returned to the code during the recording (our format only)."""
+
+    function: str
+    result: str | None
+    """The result as tagged JSON text (:mod:`rlm_compat.plain_json`); None: it failed."""
+    error: str = ""
+    """``"<Type>: <message>"`` of a failed call, raised again when the code makes it."""
+
+
+@dataclass(frozen=True)
 class RecordedStep:
     """One REPL step: the code (a whole model reply in our format) and what the recording saw."""
 
@@ -64,6 +76,7 @@ class RecordedStep:
     error: bool | None
     """Whether the recording reported the step as failed (None: the format does not say)."""
     subcalls: tuple[RecordedSubcall, ...] = ()
+    tool_calls: tuple[RecordedToolCall, ...] = ()
     seq: int = 0
     """Position in the whole run's recorded order (across nodes)."""
 
@@ -138,6 +151,10 @@ class RecordedRun:
     tools: tuple[str, ...] = ()
     """Functions the producer's REPL gave the code whose results the log does not hold (an
     application's own tools): replay defines each to fail, saying so."""
+    custom_tools: tuple[tuple[str, str, str | None], ...] = ()
+    """The recording's custom tools (our format): ``(name, "function" | "value", value)``, the
+    value as tagged JSON text when the recording kept it (a function's calls are answered from
+    each step's :attr:`RecordedStep.tool_calls`)."""
     notices: tuple[str, ...] = ()
     """What the reader skipped or assumed (unknown line types, ignored fields, several runs in one
     log): said to the user, never a refusal."""
@@ -183,6 +200,8 @@ class _Node:
     steps: list[RecordedStep] = dataclasses.field(default_factory=list)
     pending: list[str] = dataclasses.field(default_factory=list)
     """Ids (call-N / rlm-N) of the sub-calls started since the last step."""
+    tool_calls: list[RecordedToolCall] = dataclasses.field(default_factory=list)
+    """The custom tool calls made since the last step."""
 
 
 class _Builder:
@@ -250,6 +269,13 @@ class _Builder:
         elif kind == "rlm_error" and parent:
             error = f"{data.get('error_type', 'RLMError')}: {data.get('error', '')}"
             self.answers[node_id] = RecordedSubcall("child", error=error, child=node_id)
+        elif kind == "tool_call":
+            result, failed = data.get("result"), data.get("error_type")
+            error = f"{failed}: {data.get('error', '')}" if failed else ""
+            kept = result if isinstance(result, str) and not failed else None
+            self.node(line, node_id).tool_calls.append(
+                RecordedToolCall(str(data.get("function", "")), kept, error)
+            )
         elif kind == "repl_step":
             node = self.node(line, node_id)
             output, failed = data.get("output"), data.get("error")
@@ -260,11 +286,12 @@ class _Builder:
                 code=self.text(line, data, "code"),
                 observation=self.text(line, data, "output") if output is not None else None,
                 error=failed if isinstance(failed, bool) else None,
+                tool_calls=tuple(node.tool_calls),
                 seq=line,
             )
             node.steps.append(step)
             self.steps_subcalls.append((step, node.pending))
-            node.pending = []
+            node.pending, node.tool_calls = [], []
 
     def finish(self) -> RecordedRun:
         if not self.nodes:
@@ -295,6 +322,7 @@ class _Builder:
             max_depth=_int_or_none(self.config.get("max_depth")),
             repl_timeout=float(timeout) if isinstance(timeout, (int, float)) else None,
             max_output_chars=_int_or_none(self.config.get("max_output_chars")),
+            custom_tools=_custom_tools(self.config.get("custom_tools")),
         )
 
     def _answer(self, sub_id: str) -> RecordedSubcall:
@@ -303,6 +331,16 @@ class _Builder:
             return self.answers[sub_id]
         kind = "child" if sub_id in self.nodes else "leaf"
         return RecordedSubcall(kind, error="LLMCallError: the recording ends before this call answered")
+
+
+def _custom_tools(recorded: Any) -> tuple[tuple[str, str, str | None], ...]:
+    """The config's ``custom_tools`` rows (:meth:`rlm_compat.custom_tools.Tool.record`) read leniently."""
+    rows = recorded if isinstance(recorded, list) else []
+    return tuple(
+        (row["name"], str(row.get("kind", "function")), _str_or_none(row.get("value")))
+        for row in rows
+        if isinstance(row, dict) and isinstance(row.get("name"), str)
+    )
 
 
 def _str_or_none(value: Any) -> str | None:

@@ -378,6 +378,7 @@ class _Server:
                 api_key=spec.api_key(),
                 on_event=progress,
                 client=client,
+                custom_tools=dict(spec.custom_tools) or None,
                 **spec.rlm,
                 **options,
             )

@@ -20,6 +20,7 @@ from typing import Any
 from ...compat import resolve_api
 from ...errors import ConfigurationError
 from ...settings import PARAMETERS, build_settings
+from ..shared.tool_imports import import_tools
 from ..shared.tooling_errors import ToolUsageError
 
 if sys.version_info >= (3, 11):
@@ -78,6 +79,8 @@ class ModelSpec:
     request_timeout: float | None = None
     client: str = "litellm"
     rlm: Mapping[str, Any] = field(default_factory=dict)
+    tools: tuple[str, ...] = ()
+    custom_tools: Mapping[str, Any] = field(init=False, repr=False, compare=False)
 
     @classmethod
     def of(cls, name: str, model: str, **settings: Any) -> ModelSpec:
@@ -100,18 +103,28 @@ class ModelSpec:
                 f"model {self.name!r}: unknown key(s) {unknown}; known: {sorted(_OWN_KEYS | RLM_KEYS)}"
             )
         object.__setattr__(self, "rlm", MappingProxyType({**_DEFAULTS, **self.rlm}))
+        given: Any = self.tools
+        if not isinstance(given, (list, tuple)) or not all(isinstance(t, str) for t in given):
+            raise ToolUsageError(f"model {self.name!r}: tools must be a list of '[NAME=]module:function'")
+        object.__setattr__(self, "tools", tuple(self.tools))
+        try:
+            loaded = import_tools(self.tools)
+        except ToolUsageError as exc:
+            raise ToolUsageError(f"model {self.name!r}: {exc}") from None
+        object.__setattr__(self, "custom_tools", MappingProxyType(loaded))
 
     def check(self) -> ModelSpec:
         """Itself, once its RLM settings pass the checks ``RLM(...)`` makes (done when the server
         starts, not per request)."""
         try:
-            build_settings(api=resolve_api(None), llm_kwargs={}, keywords={"model": self.model, **self.rlm})
+            keywords = {"model": self.model, **self.rlm, "custom_tools": dict(self.custom_tools)}
+            build_settings(api=resolve_api(None), llm_kwargs={}, keywords=keywords)
         except ConfigurationError as exc:
             raise ToolUsageError(f"model {self.name!r}: {exc}") from None
         return self
 
     def __hash__(self) -> int:
-        return hash((self.name, self.model, tuple(sorted(self.rlm.items()))))
+        return hash((self.name, self.model, tuple(sorted(self.rlm.items())), self.tools))
 
     def api_key(self) -> str | None:
         """The provider key from ``api_key_env`` (an unset variable is a configuration error)."""
@@ -138,11 +151,12 @@ class ModelSpec:
                 "max_depth": self.rlm.get("max_depth"),
                 "max_iterations": self.rlm.get("max_iterations", PARAMETERS["max_iterations"].default),
                 "client": self.client,
+                "tools": list(self.custom_tools),
             },
         }
 
 
-_OWN_KEYS = frozenset(f.name for f in fields(ModelSpec)) - {"name", "model", "rlm"}
+_OWN_KEYS = frozenset(f.name for f in fields(ModelSpec) if f.init) - {"name", "model", "rlm"}
 
 
 class ModelRegistry:

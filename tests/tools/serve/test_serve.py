@@ -70,6 +70,8 @@ def _script(request: dict[str, Any]) -> Reply:
     if "SLOWPROVIDER" in query:
         time.sleep(2.5)
         return 'FINAL("too late")'
+    if "TOOLPID" in query:
+        return "FINAL(str(server_pid()))"
     if "SPIN" in query:
         return 'FINAL("recovered")' if later else SPIN_CODE
     if "CALLS" in query:
@@ -95,7 +97,9 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
             f'[models.rlm-lean]\n{common}client = "openai-compatible"\n'
             # the same model on both client paths, retrying once: for the one error table
             f'[models.{RETRY_LITELLM}]\n{common}client = "litellm"\n{retry}'
-            f'[models.{RETRY_LEAN}]\n{common}client = "openai-compatible"\n{retry}',
+            f'[models.{RETRY_LEAN}]\n{common}client = "openai-compatible"\n{retry}'
+            # a custom tool from the standard library: the server's own pid
+            f'[models.rlm-tools]\n{common}tools = ["server_pid=os:getpid"]\n',
             encoding="utf-8",
         )
         flags = ["--repl-timeout", "10"]  # so a run that ends sooner was ended by the test
@@ -134,7 +138,13 @@ def test_openai_client_gets_the_answer_usage_and_the_run_record(server: Served) 
     )
     kinds = [json.loads(line)["kind"] for line in trajectory.text.splitlines()]
     assert kinds[0] == "run_start" and kinds[-1] == "run_end"
-    assert [m.id for m in server.client().models.list()] == ["rlm-lean", RETRY_LITELLM, RETRY_LEAN, MODEL]
+    assert [m.id for m in server.client().models.list()] == [
+        "rlm-lean",
+        RETRY_LITELLM,
+        RETRY_LEAN,
+        "rlm-tools",
+        MODEL,
+    ]
 
 
 def test_openai_client_streams_the_answer_and_usage_and_skips_progress(server: Served) -> None:
@@ -222,6 +232,17 @@ def test_a_config_file_model_on_the_lean_client_path(server: Served) -> None:
         with pytest.raises(openai.APIStatusError) as caught:
             client.chat.completions.create(messages=[{"role": "user", "content": query}], **common)
         assert caught.value.status_code == status and caught.value.body["code"] == code  # type: ignore[index]
+
+
+def test_a_models_tools_run_in_the_server_process_and_are_listed(server: Served) -> None:
+    listed = {m.id: m for m in server.client().models.list().data}
+    assert listed["rlm-tools"].rlm["tools"] == ["server_pid"]  # type: ignore[attr-defined]
+    reply = server.client().chat.completions.create(
+        model="rlm-tools",
+        messages=[{"role": "user", "content": "TOOLPID"}],
+        extra_body={"rlm": {"context": "c"}},
+    )
+    assert reply.choices[0].message.content == str(server.process.pid)
 
 
 # --- load -----------------------------------------------------------------------------------------
