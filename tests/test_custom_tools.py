@@ -53,7 +53,7 @@ def test_rlms_shapes_become_functions_and_values() -> None:
 
 
 @pytest.mark.parametrize(
-    "name", sorted(RESERVED_NAMES) + ["context_0", "history_12", "print", "len", "_x", "class", "a-b"]
+    "name", [*sorted(RESERVED_NAMES), "context_0", "history_12", "print", "len", "_x", "class", "a-b"]
 )
 def test_names_that_would_shadow_the_repls_own_are_refused(name: str) -> None:
     with pytest.raises(ConfigurationError, match=r"custom_tools\["):

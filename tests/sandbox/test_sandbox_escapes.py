@@ -57,6 +57,7 @@ from typing import Any
 
 import pytest
 from escape_corpus import BY_ID, CATEGORIES, CORPUS, EscapeCase
+from examples import profile_pairs
 
 from rlm_compat.errors import REPLError, REPLTimeoutError
 from rlm_compat.repl import REPLExecutor
@@ -830,8 +831,10 @@ def _run_child(case: EscapeCase, profile: str, cwd: Path) -> tuple[Report, str]:
     return Report(**data), leaked
 
 
-@pytest.mark.parametrize("profile", PROFILES)
-@pytest.mark.parametrize("case", _BOUNDED, ids=[f"{c.bound}-{c.id}" for c in _BOUNDED])
+@pytest.mark.parametrize(
+    ("case", "profile"),
+    [pytest.param(c, p, id=f"{c.bound}-{c.id}-{p}") for c, p in profile_pairs(_BOUNDED, PROFILES)],
+)
 def test_bomb_bounded(case: EscapeCase, profile: str, tmp_path: Path) -> None:
     report, leaked = _run_child(case, profile, tmp_path)
     if report.outcome == "unsupported":
