@@ -146,8 +146,9 @@ class RLM:
     # --- public API (both upstream spellings, one implementation) -----------------------------
 
     def complete(self, query: str = "", context: str = "", **kwargs: Any) -> str:
-        """Synchronous :meth:`acomplete`; a single argument is taken as the context."""
-        if query and not context:
+        """Synchronous :meth:`acomplete`; a single argument is taken as the context (a persistent
+        RLM's as the query: it asks about what the session holds)."""
+        if query and not context and not self.settings.persistent:
             query, context = "", query
         return run_sync(self.acomplete(query, context, **kwargs))
 
@@ -214,6 +215,18 @@ class RLM:
 
     def _ended(self, result: RunResult, messages: list[Message]) -> None:
         self.last_run, self._last_messages = result, messages
+
+    def close(self) -> None:
+        """End a persistent RLM's session, its REPL worker with it (docs/sessions.md); a later
+        call starts a new one. Nothing to do for an RLM that is not persistent."""
+        if self._engine.session is not None:
+            self._engine.session.close()
+
+    def __enter__(self) -> RLM:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
 
     # --- what the last run left, and the settings --------------------------------------------
 

@@ -25,6 +25,7 @@ __all__ = [
     "REPLTimeoutError",
     "REPLWorkerFaultError",
     "RLMError",
+    "SessionBusyError",
     "StepFailure",
     "ToolError",
     "TrajectoryError",
@@ -77,6 +78,11 @@ class ProviderResponseError(LLMCallError):
     Retried by the RLM like other transient failures (``max_retries``), as recursive-llm 0.5.0
     does: a proxy or a provider under load may cut or garble one answer and send the next whole.
     """
+
+
+class SessionBusyError(RLMError):
+    """A persistent RLM (``persistent=True``) was called while it was answering another call: its
+    session takes one call at a time."""
 
 
 class ToolError(RLMError):

@@ -25,6 +25,7 @@ from ..types import Message
 from .final import FinalResolver, choose_resolver
 from .model_call import ModelCaller
 from .namespace import build_namespace
+from .persistent import PersistentSession, Turn
 from .session import NodeSession
 from .subcalls import LoopSubCalls
 from .tally import Tally
@@ -62,6 +63,8 @@ class Engine:
         self.tally = Tally() if tally is None else tally
         self.resolver = choose_resolver(settings.profile, settings.release) if resolver is None else resolver
         self.caller = ModelCaller(settings, client, self.tally)
+        self.session = PersistentSession() if settings.persistent else None
+        """A persistent RLM's session (``persistent=True``; children never are)."""
 
     def child(self) -> Engine:
         """The engine of a child node: one level deeper, its own tally, the same rule set."""
@@ -94,7 +97,23 @@ class Engine:
         """One root run: its own :class:`Run`, the root node, then the result object.
 
         ``query_as_context=False`` keeps an empty context empty (the root only; children keep the rule).
+        A persistent RLM's run is the next call of its session (:mod:`.persistent`).
         """
+        if self.session is None:
+            return await self._run(query, context, kwargs, return_failure, on_end, query_as_context, None)
+        with self.session.turn() as turn:  # a query without a context asks about what the session holds
+            return await self._run(query, context, kwargs, return_failure, on_end, False, turn)
+
+    async def _run(
+        self,
+        query: str,
+        context: str,
+        kwargs: dict[str, Any],
+        return_failure: bool,
+        on_end: RunEnd,
+        query_as_context: bool,
+        turn: Turn | None,
+    ) -> RunResult:
         settings = self.settings
         if query_as_context and query and not context:
             query, context = "", query
@@ -110,7 +129,7 @@ class Engine:
         )
         try:
             answer = await self.node(
-                run, root, "", query, context, kwargs, keep=kept, query_as_context=query_as_context
+                run, root, "", query, context, kwargs, keep=kept, query_as_context=query_as_context, turn=turn
             )
         except BaseException as exc:
             stats = run.snapshot()
@@ -125,7 +144,7 @@ class Engine:
             if isinstance(exc, BudgetExceededError):
                 exc.stats, exc.trajectory_path = stats, run.trajectory_path
             failed = FailedCompletionResult(
-                type(exc).__name__, str(exc), stats, run.events(), config, run.trajectory_path
+                type(exc).__name__, str(exc), stats, run.events(), config, run.trajectory_path, _number(turn)
             )
             run.close()
             on_end(failed, kept[0] if kept else [])
@@ -134,7 +153,7 @@ class Engine:
             raise
         stats = run.snapshot()
         run.emit(RunFinished, depth=depth, node_id=root, answer=answer, stats=stats)
-        result = CompletionResult(answer, stats, run.events(), config, run.trajectory_path)
+        result = CompletionResult(answer, stats, run.events(), config, run.trajectory_path, _number(turn))
         run.close()
         on_end(result, kept[0] if kept else [])
         return result
@@ -150,8 +169,10 @@ class Engine:
         *,
         keep: list[list[Message]] | None = None,
         query_as_context: bool = True,
+        turn: Turn | None = None,
     ) -> str:
-        """One RLM node of the tree (the root, or a child started from its parent's REPL)."""
+        """One RLM node of the tree (the root, or a child started from its parent's REPL; ``turn``:
+        the root's call of a persistent session, whose REPL it runs in and whose record it adds to)."""
         if query_as_context and query and not context:
             query, context = "", query
         depth = self.settings.depth
@@ -162,28 +183,42 @@ class Engine:
         )
         iterations = 0
         try:
-            session = self._open(run, node, query, context)
+            session = self._open(run, node, query, context, turn)
             try:
                 if keep is not None:
                     keep.append(session.messages)
                 answer = await session.iterate(self.caller.call, kwargs)
+            except BaseException as exc:
+                if turn is not None:
+                    turn.add_history(query, None, f"{type(exc).__name__}: {exc}", session.steps)
+                raise
             finally:
                 iterations = session.iterations
                 session.close()
+                if turn is not None and session.aborted:
+                    turn.discard_repl()
         except BaseException as exc:
             run.emit(RlmFailed, **where, error_type=type(exc).__name__, error=str(exc), iterations=iterations)
             raise
+        if turn is not None:
+            turn.add_history(query, answer, None, session.steps)
         run.emit(RlmFinished, **where, answer=answer, iterations=iterations)
         return answer
 
-    def _open(self, run: Run, node: str, query: str, context: str) -> NodeSession:
+    def _open(self, run: Run, node: str, query: str, context: str, turn: Turn | None) -> NodeSession:
         """A REPL session for the node with its namespace preloaded."""
         settings = self.settings
         # One REPL session per node: concurrent runs of one RLM never share a namespace or worker.
         # state="worker": the namespace stays in the worker; env names what it holds (see repl.py)
         # for_context: the step timeout this node's context earns (profile fixed, none given)
         config = settings.repl.for_context(_size(context))
-        repl = self.repl_factory(config=config, api=settings.api, state="worker")
+
+        def make() -> REPLExecutor:
+            return self.repl_factory(config=config, api=settings.api, state="worker")
+
+        repl = make() if turn is None else turn.repl(make)
+        if turn is not None:
+            context = turn.take_context(context)
         calls = LoopSubCalls(
             settings,
             run,
@@ -203,6 +238,7 @@ class Engine:
             profile=settings.profile,
             max_depth=settings.max_depth,
             tools=tools.entries(),
+            into=None if turn is None else turn.env,
         )
         repl.preload(namespace.env)  # the context crosses to the worker during the first model call
         prompt = build_system_prompt(
@@ -220,10 +256,15 @@ class Engine:
             namespace,
             self.resolver,
             system_prompt=prompt,
-            query=query,
+            query=query if turn is None else query + turn.note(),
+            owns_repl=turn is None,
             tally=self.tally,
             cancel_subcalls=functools.partial(_cancel_all, calls, tools),
         )
+
+
+def _number(turn: Turn | None) -> int | None:
+    return None if turn is None else turn.number
 
 
 def _cancel_all(calls: LoopSubCalls, tools: ToolCalls) -> None:

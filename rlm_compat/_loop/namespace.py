@@ -41,14 +41,17 @@ def build_namespace(
     profile: Profile,
     max_depth: int | None,
     tools: Mapping[str, Any] | None = None,
+    into: dict[str, Any] | None = None,
 ) -> Namespace:
     """The namespace of a node asked ``query`` over ``context`` (``max_depth``: the run's limit).
 
     ``tools``: the node's custom tools (:meth:`~rlm_compat._loop.toolcalls.ToolCalls.entries`), a
     function each made a host function, a value placed as it is; their names never clash with the
     REPL's own (:data:`~rlm_compat.custom_tools.RESERVED_NAMES`, checked when the RLM is made).
+    ``into``: a persistent session's namespace, whose other variables stay (default: a new one).
     """
-    env: dict[str, Any] = {"context": context, "query": query, **release.namespace_extras()}
+    env: dict[str, Any] = {} if into is None else into
+    env.update({"context": context, "query": query, **release.namespace_extras()})
     if not release.offers_query_functions(max_depth):
         env["re"] = re
     else:

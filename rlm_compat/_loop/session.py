@@ -47,6 +47,7 @@ class NodeSession:
         query: str,
         tally: Tally,
         cancel_subcalls: Callable[[], None],
+        owns_repl: bool = True,
     ) -> None:
         self.settings, self.run, self.node, self.repl = settings, run, node, repl
         self.env, self.box, self.resolver, self.tally = namespace.env, namespace.box, resolver, tally
@@ -56,11 +57,23 @@ class NodeSession:
             Message(role="user", content=query),
         ]
         self.iterations = 0
+        self.steps: list[dict[str, Any]] = []
+        """Each step's ``code``, ``output`` and ``error`` (a persistent session's ``history_N``)."""
+        self._owns_repl = owns_repl
         self._cancel_subcalls = cancel_subcalls
         self._thread = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="rlm-repl")
         self._aborted = False
 
+    @property
+    def aborted(self) -> bool:
+        """Whether the node's run was cancelled mid-way (its worker killed)."""
+        return self._aborted
+
     def close(self) -> None:
+        """Release the node's REPL (a persistent session's stays open for its next call)."""
+        if not self._owns_repl:
+            self._thread.shutdown(wait=False)
+            return
         if self._aborted:
             # The worker is already killed; its step's thread still holds the REPL until it sees
             # that. Closing here would wait for it on the event loop (~0.2 s per cancelled run,
@@ -146,6 +159,7 @@ class NodeSession:
         observation, failure = await self.loop.run_in_executor(
             self._thread, observe_step, self.repl, response, self.env, remaining
         )
+        self.steps.append({"code": response, "output": observation, "error": failure is not None})
         self.run.emit(
             ReplStep,
             depth=self.settings.depth,

@@ -37,6 +37,8 @@ class CompletionResult:
     trajectory: tuple[TrajectoryEvent, ...]
     config: dict[str, Any] = field(default_factory=dict)
     trajectory_path: str | None = None
+    session_turn: int | None = None
+    """Which call of a persistent RLM's session this was (1, 2, ...; None: not persistent)."""
 
     @property
     def succeeded(self) -> bool:
@@ -52,6 +54,7 @@ class CompletionResult:
             "stats": copy.deepcopy(self.stats),
             "config": copy.deepcopy(self.config),
             "trajectory": [e.to_dict(redact=redact) for e in self.trajectory],
+            **_turn(self.session_turn),
         }
 
     def write_jsonl(self, path: str | os.PathLike[str], *, append: bool = True) -> None:
@@ -69,6 +72,8 @@ class FailedCompletionResult:
     trajectory: tuple[TrajectoryEvent, ...]
     config: dict[str, Any] = field(default_factory=dict)
     trajectory_path: str | None = None
+    session_turn: int | None = None
+    """Which call of a persistent RLM's session this was (1, 2, ...; None: not persistent)."""
     answer: None = field(default=None, init=False)
 
     @property
@@ -86,6 +91,7 @@ class FailedCompletionResult:
             "stats": copy.deepcopy(self.stats),
             "config": copy.deepcopy(self.config),
             "trajectory": [e.to_dict(redact=redact) for e in self.trajectory],
+            **_turn(self.session_turn),
         }
 
     def write_jsonl(self, path: str | os.PathLike[str], *, append: bool = True) -> None:
@@ -94,6 +100,11 @@ class FailedCompletionResult:
 
 
 RunResult = CompletionResult | FailedCompletionResult
+
+
+def _turn(number: int | None) -> dict[str, Any]:
+    """``session_turn`` in the record of a persistent session's call (0.5.0's shape otherwise)."""
+    return {} if number is None else {"session_turn": number}
 
 
 def _write_line(record: dict[str, Any], path: str | os.PathLike[str], append: bool) -> None:

@@ -43,6 +43,12 @@ _050 = r050.NAME
 _T = TypeVar("_T")
 
 
+def _flag(value: Any, name: str) -> bool:
+    if not isinstance(value, bool):
+        raise ConfigurationError(f"{name} must be True or False, not {value!r}")
+    return value
+
+
 def _timeout(settings: Settings) -> float | None:
     timeout = settings.repl.timeout
     return None if math.isinf(timeout) else timeout
@@ -195,6 +201,15 @@ class Settings:
         check=lambda value, ctx: (
             ctx.values["custom_tools"] if value is None else parse_tools(value, ctx.name)
         ),
+    )
+    persistent: bool = option(
+        "complete() calls share one REPL session: each call's context kept as context_N, each "
+        "finished call as history_N, variables kept; one call at a time; close() ends it "
+        "(rlms' keyword; docs/sessions.md)",
+        "bool",
+        False,
+        check=lambda value, ctx: _flag(value, ctx.name),
+        child=lambda s, value: {"persistent": False},
     )
     trajectory_path: str | os.PathLike[str] | None = option(
         "where each run's events are written as JSON lines (docs/trajectory.md)",

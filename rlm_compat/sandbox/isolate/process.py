@@ -48,6 +48,7 @@ from ..step.hostcall import HostCall, sanitized
 from ..step.texts import Texts
 from . import mapped, replies, wire
 from .channel import PROTOCOL, Channel, ChannelClosed, ChannelTimeout, MessageTooLarge
+from .standin import WorkerObject
 
 if TYPE_CHECKING:
     from ..step.repl_config import ReplConfig
@@ -78,31 +79,6 @@ _CHANNEL_ERRORS = (
     wire.WireError,
     replies.WorkerFault,
 )
-
-
-class WorkerObject:
-    """Stands in ``env`` for a value that lives only in the worker (a function, a class...).
-
-    Callable, so containers that insist on a callable (``defaultdict(lambda: 0)``) can hold one;
-    calling it says where the real one is.
-    """
-
-    __slots__ = ("name", "type_name", "worker_repr")
-
-    def __init__(self, name: str, type_name: str, worker_repr: str = "") -> None:
-        self.name = name
-        self.type_name = type_name
-        self.worker_repr = worker_repr
-
-    def __repr__(self) -> str:
-        return f"<{self.type_name} {self.name!r} (lives in the REPL worker process)>"
-
-    def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        raise TypeError(f"{self!r} can only be called by code running in the REPL")
-
-    def __rlm_stand_in__(self) -> tuple[str, str]:
-        """``(type qualname, repr in the worker)`` for encoders that describe values by type."""
-        return self.type_name, self.worker_repr
 
 
 class _WorkerDied(Exception):
@@ -358,11 +334,23 @@ class ProcessRunner:
         modules: dict[str, str] = {}
         hosts: dict[str, str] = {}
         self._unsent = {}
+        aliases: dict[str, str] = {}
+        texts: dict[int, str] | None = None  # big texts the worker holds or gets now, by identity
         for key, value in env.items():
             if not isinstance(key, str) or self._sent.get(key, _NOTHING) is value:
                 continue
             if isinstance(value, WorkerObject):
                 continue
+            if type(value) in (str, bytes) and len(value) >= mapped.MAPPED_MIN:
+                if texts is None:
+                    texts = {
+                        id(v): k for k, v in self._sent.items() if type(v) in (str, bytes) and env.get(k) is v
+                    }
+                if id(value) in texts:  # one text under a second name: bound there, never sent twice
+                    aliases[key] = texts[id(value)]
+                    self._sent[key] = value
+                    continue
+                texts[id(value)] = key
             if isinstance(value, types.ModuleType):
                 modules[key] = value.__name__
             elif isinstance(value, HostCall):
@@ -381,7 +369,14 @@ class ProcessRunner:
         for key in removed:
             del self._sent[key]
             self._hosts.discard(key)
-        return {"values": values, "mapped": big, "modules": modules, "hosts": hosts, "removed": removed}
+        return {
+            "values": values,
+            "mapped": big,
+            "modules": modules,
+            "hosts": hosts,
+            "aliases": aliases,
+            "removed": removed,
+        }
 
     @staticmethod
     def _map(key: str, value: Any, big: dict[str, tuple[str, int]], fds: list[int]) -> bool:

@@ -167,6 +167,14 @@ class _Session:
         for key, kind in message["hosts"].items():
             ns[key] = host_call(_Remote(key, self.channel), kind)
             self.known[key] = (ns[key], _PARENTS)
+        for key, source in message.get("aliases", {}).items():  # a text the host sent under another name
+            if source not in ns:
+                failed[key] = f"the variable {source!r} holding its text is gone"
+                continue
+            value = ns[key] = ns[source]
+            self.known[key] = (value, None)
+            self.sizes[key] = self.sizes.get(source, 0)
+            self._note_from_host(key, value)
         return failed
 
     def _make_room(self, incoming: int) -> None:
