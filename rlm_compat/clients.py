@@ -36,6 +36,7 @@ __all__ = [
     "ReplayClient",
     "ScriptedClient",
     "ensure_offline_litellm",
+    "model_window",
 ]
 
 
@@ -160,6 +161,21 @@ def _litellm_quiet() -> Iterator[None]:
         yield
     finally:
         litellm.suppress_debug_info = before
+
+
+def model_window(model: str) -> int | None:
+    """litellm's input window for ``model`` in tokens, from its bundled model map (None: litellm
+    does not know the model). Imports litellm (offline: the map is the local one)."""
+    ensure_offline_litellm()
+    import litellm
+
+    try:
+        with _litellm_quiet():
+            info: Any = litellm.get_model_info(model)
+    except Exception:  # litellm raises assorted errors for models it does not know
+        return None
+    window = info.get("max_input_tokens") or info.get("max_tokens")
+    return window if isinstance(window, int) and window > 0 else None
 
 
 def _overridden(module: Any, name: str) -> bool:

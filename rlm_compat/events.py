@@ -24,6 +24,8 @@ from .types import Message
 __all__ = [
     "CONTENT_FIELDS",
     "EVENT_TYPES",
+    "CompactionFinished",
+    "CompactionStarted",
     "FinalAnswer",
     "FinalAnswerRejected",
     "FinalAnswerValidated",
@@ -270,6 +272,30 @@ class ToolCall(TrajectoryEvent):
 
 
 @dataclass(frozen=True, kw_only=True)
+class CompactionStarted(TrajectoryEvent):
+    """The root's messages reached the compaction threshold (``compaction=True``): a summary is
+    asked for next, by one plain model call (``tokens``: estimates, docs/sessions.md)."""
+
+    kind: ClassVar[str] = "compaction_start"
+    count: int
+    tokens_before: int
+    threshold_tokens: int
+    window_tokens: int
+    messages_before: int
+
+
+@dataclass(frozen=True, kw_only=True)
+class CompactionFinished(TrajectoryEvent):
+    """The messages were replaced by the summary; the REPL was not touched."""
+
+    kind: ClassVar[str] = "compaction_end"
+    count: int
+    tokens_after: int
+    messages_after: int
+    summary_chars: int
+
+
+@dataclass(frozen=True, kw_only=True)
 class FinalAnswer(TrajectoryEvent):
     """An RLM node settled its answer; ``method`` is how (``FINAL``, ``FINAL_VAR``, ``callable``)."""
 
@@ -325,6 +351,8 @@ EVENT_TYPES: dict[str, type[TrajectoryEvent]] = {
         SubcallStarted,
         SubcallFinished,
         ToolCall,
+        CompactionStarted,
+        CompactionFinished,
         FinalAnswer,
         FinalAnswerRejected,
         FinalAnswerValidated,

@@ -15,12 +15,20 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from ..errors import RAN_AND_FAILED, MaxIterationsError, REPLError, RLMError, StepFailure
-from ..events import FinalAnswer, FinalAnswerRejected, FinalAnswerValidated, ReplStep
+from ..events import (
+    CompactionFinished,
+    CompactionStarted,
+    FinalAnswer,
+    FinalAnswerRejected,
+    FinalAnswerValidated,
+    ReplStep,
+)
 from ..parser import FinalResolution
 from ..record import Run
 from ..repl import REPLExecutor
 from ..settings import Settings
 from ..types import Message
+from .compaction import Compaction, compacted, estimate_tokens, summary_messages, variable_types
 from .final import NOTHING, WITHHOLDING, FinalResolver, Outcome
 from .namespace import Namespace
 from .tally import Tally
@@ -57,6 +65,9 @@ class NodeSession:
             Message(role="user", content=query),
         ]
         self.iterations = 0
+        self.compactions = 0
+        self.compaction = _compaction(settings)
+        self._compacted_to = 3
         self.steps: list[dict[str, Any]] = []
         """Each step's ``code``, ``output`` and ``error`` (a persistent session's ``history_N``)."""
         self._owns_repl = owns_repl
@@ -100,6 +111,8 @@ class NodeSession:
         sent = 0
         for iteration in range(1, settings.max_iterations + 1):
             self.iterations = self.tally.iterations = iteration
+            if iteration > 1 and await self._compact(call_model, kwargs):
+                sent = 0  # the list was rewritten: the next call records it whole
             response = await call_model(
                 self.run, self.node, messages, is_leaf=False, iteration=iteration, sent=sent, **kwargs
             )
@@ -115,6 +128,37 @@ class NodeSession:
             messages.append(Message(role="assistant", content=response))
             messages.append(Message(role="user", content=observation))
         raise MaxIterationsError(settings.release.max_iterations_message(settings.max_iterations))
+
+    async def _compact(self, call_model: ModelCall, kwargs: dict[str, Any]) -> bool:
+        """Replace the earlier steps by a summary if the messages reached the threshold."""
+        policy, messages = self.compaction, self.messages
+        tokens = None if policy is None else policy.due(messages, self._compacted_to)
+        if policy is None or tokens is None:
+            return False
+        self.compactions += 1
+        where = {"depth": self.settings.depth, "node_id": self.node, "count": self.compactions}
+        self.run.emit(
+            CompactionStarted,
+            **where,
+            tokens_before=tokens,
+            threshold_tokens=policy.threshold_tokens,
+            window_tokens=policy.window_tokens,
+            messages_before=len(messages),
+        )
+        summary = await call_model(
+            self.run, self.node, summary_messages(messages), is_leaf=True, iteration=None, **kwargs
+        )
+        listing = await self.loop.run_in_executor(self._thread, variable_types, self.env)
+        messages[:] = compacted(messages, summary, self.compactions, listing)
+        self._compacted_to = len(messages)
+        self.run.emit(
+            CompactionFinished,
+            **where,
+            tokens_after=estimate_tokens(messages),
+            messages_after=len(messages),
+            summary_chars=len(summary),
+        )
+        return True
 
     async def _turn(self, iteration: int, response: str) -> tuple[str | None, str]:
         """One reply: ``(answer, "")`` when it ends the node, else ``(None, observation)``."""
@@ -223,6 +267,13 @@ class NodeSession:
     def _settled(self, answer: str, method: str) -> str:
         self.run.emit(FinalAnswer, depth=self.settings.depth, node_id=self.node, answer=answer, method=method)
         return answer
+
+
+def _compaction(settings: Settings) -> Compaction | None:
+    window = settings.context_window_tokens
+    if not settings.compaction or window is None:
+        return None
+    return Compaction(window, settings.compaction_threshold_pct)
 
 
 def observe_step(

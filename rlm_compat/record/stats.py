@@ -4,7 +4,8 @@ Key names follow recursive-llm 0.5.0's ``stats`` (``root_calls``, ``recursive_ca
 ``leaf_calls``, ``total_iterations``, ``max_depth_reached``, ``by_model``, ``prompt_tokens``,
 ``completion_tokens``, ``total_tokens``, ``cached_tokens``, ``estimated_cost_usd``,
 ``retry_calls``); rlm_compat adds ``by_depth``, REPL and wall time, sub-call counts, failed calls
-and custom tool calls (``tool_calls``, ``tool_errors``, ``tool_seconds``).
+custom tool calls (``tool_calls``, ``tool_errors``, ``tool_seconds``) and compactions
+(``compactions``, ``compacted_tokens``: the estimated tokens they removed).
 One difference in counting: ``llm_calls`` counts logical calls; a retried call is one call, its
 retries are counted in ``retry_calls``.
 """
@@ -16,6 +17,8 @@ import threading
 from typing import Any
 
 from ..events import (
+    CompactionFinished,
+    CompactionStarted,
     ModelCallFailed,
     ModelCallFinished,
     ModelCallStarted,
@@ -57,6 +60,8 @@ class TreeStats:
         self._subcalls = 0
         self._tool_calls = self._tool_errors = 0
         self._tool_seconds = 0.0
+        self._compactions = self._compacted_tokens = 0
+        self._compacting: dict[str, int] = {}
         self._wall = 0.0
         self._by_model: dict[str, dict[str, Any]] = {}
         self._by_depth: dict[int, dict[str, Any]] = {}
@@ -77,6 +82,12 @@ class TreeStats:
                 self._max_depth = max(self._max_depth, event.depth)
             elif isinstance(event, SubcallStarted):
                 self._subcalls += event.count
+            elif isinstance(event, CompactionStarted):
+                self._compacting[event.node_id] = event.tokens_before
+            elif isinstance(event, CompactionFinished):
+                self._compactions += 1
+                before = self._compacting.pop(event.node_id, event.tokens_after)
+                self._compacted_tokens += max(0, before - event.tokens_after)
             elif isinstance(event, ToolCall):
                 self._tool_calls += 1
                 self._tool_errors += event.error_type is not None
@@ -121,6 +132,8 @@ class TreeStats:
                 "tool_calls": self._tool_calls,
                 "tool_errors": self._tool_errors,
                 "tool_seconds": round(self._tool_seconds, 6),
+                "compactions": self._compactions,
+                "compacted_tokens": self._compacted_tokens,
                 "prompt_tokens": totals["prompt_tokens"],
                 "completion_tokens": totals["completion_tokens"],
                 "total_tokens": totals["total_tokens"],

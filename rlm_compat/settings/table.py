@@ -12,6 +12,7 @@ from typing import Any, Generic, TypeVar, overload
 
 from .._releases import ApiSemantics, Release, r050, select_release
 from .._releases.r050 import DEFAULT_SNAPSHOT_BYTES, check_snapshot_bytes
+from ..clients import model_window
 from ..custom_tools import Tool, parse_tools
 from ..errors import ConfigurationError
 from ..profiles import Profile, resolve_profile
@@ -47,6 +48,27 @@ def _flag(value: Any, name: str) -> bool:
     if not isinstance(value, bool):
         raise ConfigurationError(f"{name} must be True or False, not {value!r}")
     return value
+
+
+def _fraction(value: Any, name: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value <= 1:
+        raise ConfigurationError(f"{name} must be a number in (0, 1], not {value!r}")
+    return float(value)
+
+
+def _window(value: Any, ctx: Context) -> int | None:
+    """A window given, or with compaction on, litellm's for the model (ConfigurationError if none)."""
+    if value is not None:
+        return integer(value, 1, ctx.name)
+    if not ctx.values["compaction"]:
+        return None
+    window = model_window(ctx.values["model"])
+    if window is None:
+        raise ConfigurationError(
+            f"compaction=True needs the model's input window: litellm does not know "
+            f"{ctx.values['model']!r}; give context_window_tokens=N"
+        )
+    return window
 
 
 def _timeout(settings: Settings) -> float | None:
@@ -210,6 +232,26 @@ class Settings:
         False,
         check=lambda value, ctx: _flag(value, ctx.name),
         child=lambda s, value: {"persistent": False},
+    )
+    compaction: bool = option(
+        "summarize the root's earlier steps when its messages near the model's window (rlms' "
+        "keyword; the REPL is untouched; docs/sessions.md)",
+        "bool",
+        False,
+        check=lambda value, ctx: _flag(value, ctx.name),
+        child=lambda s, value: {"compaction": False},
+    )
+    compaction_threshold_pct: float = option(
+        "the share of the window at which compaction starts (rlms' default, 0.85)",
+        "float",
+        0.85,
+        check=lambda value, ctx: _fraction(value, ctx.name),
+    )
+    context_window_tokens: int | None = option(
+        "the root model's input window in tokens, for compaction (None: litellm's figure for the "
+        "model; required with compaction=True for a model litellm does not know)",
+        "int | None",
+        check=_window,
     )
     trajectory_path: str | os.PathLike[str] | None = option(
         "where each run's events are written as JSON lines (docs/trajectory.md)",

@@ -202,6 +202,8 @@ class _Node:
     """Ids (call-N / rlm-N) of the sub-calls started since the last step."""
     tool_calls: list[RecordedToolCall] = dataclasses.field(default_factory=list)
     """The custom tool calls made since the last step."""
+    compacting: bool = False
+    """Between a compaction's start and end: its summary call is the loop's, not the code's."""
 
 
 class _Builder:
@@ -254,8 +256,10 @@ class _Builder:
         elif kind == "model_call_start":
             leaf = bool(data.get("is_leaf"))
             self.calls[node_id] = (parent, leaf)
-            if leaf:
+            if leaf and not self.node(line, parent).compacting:
                 self.node(line, parent).pending.append(node_id)
+        elif kind in ("compaction_start", "compaction_end"):
+            self.node(line, node_id).compacting = kind == "compaction_start"
         elif kind == "model_call_end" and self.calls.get(node_id, ("", False))[1]:
             self.answers[node_id] = RecordedSubcall("leaf", reply=self.text(line, data, "reply"))
         elif kind == "model_call_error" and self.calls.get(node_id, ("", False))[1]:
