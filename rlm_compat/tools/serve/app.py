@@ -10,7 +10,7 @@ workers on the way out.
 from __future__ import annotations
 
 import asyncio
-import functools
+import contextlib
 import hmac
 import logging
 import re
@@ -23,16 +23,17 @@ from typing import Any
 from aiohttp import web
 
 from ...events import TrajectoryEvent
-from .api_errors import ApiError, bad
-from .chat_protocol import ChatRequest, chunk, completion, context_too_large, parse_request, usage_of
+from .api_errors import ApiError
+from .chat_protocol import ChatRequest, chunk, completion, parse_request, usage_of
 from .disconnect import client_gone, unless_gone
-from .documents import DocumentRefused, read_document
+from .documents import request_context
 from .gate import BodyBudget, Gate
 from .models import ModelSpec
 from .outcomes import error_for_failure
 from .pool import BlockingPool, in_daemon_thread
 from .records import TrajectoryStore
 from .server_config import Redactor, ServerConfig
+from .sessions import ServedSession, SessionStore
 from .sse import comment, dumps, progress_line, send
 
 __all__ = ["ServerConfig", "create_app"]
@@ -56,7 +57,10 @@ def create_app(config: ServerConfig) -> web.Application:
     app.router.add_get("/v1/models/{name:.+}", server.model)
     app.router.add_post("/v1/chat/completions", server.chat)
     app.router.add_get("/v1/rlm/runs/{run_id}/trajectory", server.trajectory)
+    app.router.add_delete("/v1/rlm/sessions/{session_id}", server.delete_session)
     app.router.add_get("/health", server.health)
+    app.on_startup.append(server.start_reaper)
+    app.on_cleanup.append(server.end_sessions)
     app["rlm_server"] = server
     return app
 
@@ -96,6 +100,8 @@ class _Server:
         self._idle.set()
         self.stopping = asyncio.Event()
         self.closing = False
+        self.sessions = SessionStore(config.sessions)
+        self._reaper: asyncio.Task[None] | None = None
         self._litellm: asyncio.Future[None] | None = None
         self._lean: Any = None
 
@@ -212,6 +218,7 @@ class _Server:
                 "running": self.gate.running,
                 "queued": self.gate.waiting,
                 "served": self.served,
+                "sessions": len(self.sessions),
                 "reading_body_bytes": self.bodies.reserved,
                 "waiting_to_read": self.bodies.waiting,
                 "pools": pools,
@@ -239,6 +246,24 @@ class _Server:
                 if self.inflight:
                     log.warning("shutdown: %d run(s) still ending", self.inflight)
         log.info("shutdown: runs ended")
+        await self.end_sessions()
+
+    async def start_reaper(self, app: web.Application) -> None:
+        self._reaper = asyncio.ensure_future(self.sessions.reap_forever())
+
+    async def end_sessions(self, app: web.Application | None = None) -> None:
+        """Close every session (their workers killed): at shutdown."""
+        if self._reaper is not None:
+            self._reaper.cancel()
+        if len(self.sessions):
+            log.info("shutdown: ending %d session(s)", len(self.sessions))
+        await self.sessions.end_all()
+
+    async def delete_session(self, request: web.Request) -> web.Response:
+        session_id = request.match_info["session_id"]
+        if not await self.sessions.end(session_id):
+            self.sessions.find(session_id, "")  # raises the 404 that says why
+        return web.json_response({"id": session_id, "object": "rlm.session", "deleted": True})
 
     async def models(self, request: web.Request) -> web.Response:
         return web.json_response(
@@ -287,66 +312,66 @@ class _Server:
             raise _unknown_model(chat.model)
         run_id = f"chatcmpl-rlm-{uuid.uuid4().hex}"
         request["run_id"] = run_id
-        async with self.gate.slot():  # documents are read in the slot: at most --max-concurrent at once
-            context = await self._context(chat)
-            if chat.stream:
-                return await self._stream(request, chat, spec, context, run_id)
-            outcome = await unless_gone(
-                request, self._run(chat, spec, context, run_id, None), self.stopping, _shutting_down
-            )
+        session = await self._session(chat, spec)
+        try:
+            async with self.gate.slot():  # documents are read in the slot: at most --max-concurrent at once
+                context = await self._context(chat)
+                async with self._turn(session, context):
+                    if chat.stream:
+                        return await self._stream(request, chat, spec, context, run_id, session)
+                    outcome = await unless_gone(
+                        request,
+                        self._run(chat, spec, context, run_id, None, session),
+                        self.stopping,
+                        _shutting_down,
+                    )
+        except BaseException:
+            if session is not None and chat.session == "new":
+                await self.sessions.end(session.id)  # its id was never given out
+            raise
         self.served += 1
         if isinstance(outcome, ApiError):
+            if session is not None and chat.session == "new":
+                await self.sessions.end(session.id)
             raise outcome
         answer, stats = outcome
-        body = completion(run_id, chat.model, answer, stats, self._extra(run_id, stats, chat, context))
-        return web.json_response(body, headers={"x-rlm-run-id": run_id}, dumps=dumps)
+        extra = self._extra(run_id, stats, chat, context, session)
+        headers = {"x-rlm-run-id": run_id, **({"x-rlm-session": session.id} if session else {})}
+        return web.json_response(
+            completion(run_id, chat.model, answer, stats, extra), headers=headers, dumps=dumps
+        )
+
+    async def _session(self, chat: ChatRequest, spec: ModelSpec) -> ServedSession | None:
+        """The request's session: a new one (its persistent RLM made now), an open one, or None."""
+        if chat.session is None:
+            return None
+        if chat.session != "new":
+            return self.sessions.find(chat.session, chat.model)
+        rlm = await self._new_rlm(spec, chat, None, persistent=True)
+        return self.sessions.create(chat.model, rlm)
+
+    def _turn(self, session: ServedSession | None, context: str) -> Any:
+        return contextlib.nullcontext() if session is None else self.sessions.turn(session, len(context))
 
     async def _context(self, chat: ChatRequest) -> str:
-        """The run's context (see ChatRequest.context_source): named documents, then the extension's
-        text; or the earlier messages; or nothing (the query becomes the context).
+        """The run's context (see ChatRequest.context_source and documents.request_context)."""
+        return await request_context(chat, self.documents, self.config.limits, self.pools["documents"].run)
 
-        Each document is charged against what is left of ``--max-context-chars`` by its size on disk
-        before it is read, so an oversized file costs a ``stat``, not its contents.
-        """
-        if chat.context_source == "messages":
-            return chat.earlier
-        if chat.context_source == "query":
-            return ""
-        limit = self.config.limits.max_context_chars
-        left = limit - len(chat.context or "")
-        parts: list[str] = []
-        if chat.documents:
-            if self.documents is None:
-                raise bad(
-                    "this server has no --documents-root: 'rlm.documents' cannot be read",
-                    param="rlm.documents",
-                )
-            root = self.documents
-            for i, name in enumerate(chat.documents):
-                header = f"==> {name} <==\n"
-                left -= len(header) + 2
-                try:
-                    text = await self.pools["documents"].run(
-                        functools.partial(read_document, root, name, max(left, 0))
-                    )
-                except DocumentRefused as exc:
-                    code = "context_length_exceeded" if exc.too_large else None
-                    param = f"rlm.documents[{i}]"
-                    raise bad(f"document {name!r}: {exc}", param=param, code=code) from None
-                left -= len(text)
-                parts.append(header + text)
-        if chat.context is not None:
-            parts.append(chat.context)
-        context = "\n\n".join(parts)
-        if len(context) > limit:
-            raise context_too_large(len(context), self.config.limits)
-        return context
-
-    def _extra(self, run_id: str, stats: dict[str, Any], chat: ChatRequest, context: str) -> dict[str, Any]:
+    def _extra(
+        self,
+        run_id: str,
+        stats: dict[str, Any],
+        chat: ChatRequest,
+        context: str,
+        session: ServedSession | None,
+    ) -> dict[str, Any]:
         url = f"/v1/rlm/runs/{run_id}/trajectory" if self.records is not None else None
         chars = len(chat.query) if chat.context_source == "query" else len(context)
         source = {"source": chat.context_source, "chars": chars}
-        return {"run_id": run_id, "trajectory": url, "stats": stats, "context": source}
+        extra = {"run_id": run_id, "trajectory": url, "stats": stats, "context": source}
+        if session is not None:
+            extra["session"] = {"id": session.id, "turn": session.turns}
+        return extra
 
     async def _run(
         self,
@@ -355,36 +380,28 @@ class _Server:
         context: str,
         run_id: str,
         progress: Callable[[TrajectoryEvent], None] | None,
+        session: ServedSession | None = None,
     ) -> tuple[str, dict[str, Any]] | ApiError:
         """One RLM run to its end: ``(answer, stats)`` or the ApiError it ends with.
 
         Cancelling the awaiting task (a disconnect) cancels the run, whose sessions kill their
         workers; the record of the cancelled run is still written.
         """
-        from ...core import RLM
-
-        rlm: RLM | None = None
-        options: dict[str, Any] = dict(chat.budget)
-        if spec.request_timeout is not None:
-            options["timeout"] = spec.request_timeout
+        rlm: Any = None
         try:
-            client = None
-            if spec.client == "openai-compatible":
-                client = self._lean_client()
+            if session is None:
+                rlm = await self._new_rlm(spec, chat, progress)
             else:
-                await self._litellm_loaded()
-            rlm = RLM(
-                spec.model,
-                api_key=spec.api_key(),
-                on_event=progress,
-                client=client,
-                custom_tools=dict(spec.custom_tools) or None,
-                **spec.rlm,
-                **options,
-            )
-            result = await rlm.atry_complete_result(
-                chat.query, context, query_as_context=chat.context_source == "query", **chat.options
-            )
+                rlm = session.rlm
+                if progress is not None:
+                    rlm.observers.append(progress)
+            try:
+                result = await rlm.atry_complete_result(
+                    chat.query, context, query_as_context=chat.context_source == "query", **chat.options
+                )
+            finally:
+                if session is not None and progress is not None:
+                    rlm.observers.remove(progress)
         except asyncio.CancelledError:
             if rlm is not None and rlm.last_run is not None:
                 await asyncio.shield(self._write_trajectory(run_id, rlm.last_run.trajectory))
@@ -397,6 +414,36 @@ class _Server:
             return error_for_failure(None, error_type, getattr(result, "error", ""))
         return result.answer, result.stats
 
+    async def _new_rlm(
+        self,
+        spec: ModelSpec,
+        chat: ChatRequest,
+        progress: Callable[[TrajectoryEvent], None] | None,
+        persistent: bool = False,
+    ) -> Any:
+        """The RLM a run (or a new session) of ``spec`` gets, with the request's limits."""
+        from ...core import RLM
+
+        options: dict[str, Any] = dict(chat.budget)
+        if spec.request_timeout is not None:
+            options["timeout"] = spec.request_timeout
+        client = None
+        if spec.client == "openai-compatible":
+            client = self._lean_client()
+        else:
+            await self._litellm_loaded()
+        if persistent:
+            options["persistent"] = True
+        return RLM(
+            spec.model,
+            api_key=spec.api_key(),
+            on_event=progress,
+            client=client,
+            custom_tools=dict(spec.custom_tools) or None,
+            **spec.rlm,
+            **options,
+        )
+
     async def _write_trajectory(self, run_id: str, events: tuple[TrajectoryEvent, ...]) -> None:
         """On the trajectory pool; a write that fails or is stuck costs the record, not the answer."""
         records = self.records
@@ -408,7 +455,13 @@ class _Server:
             log.warning("run %s: trajectory not written: %s", run_id, exc)
 
     async def _stream(
-        self, request: web.Request, chat: ChatRequest, spec: ModelSpec, context: str, run_id: str
+        self,
+        request: web.Request,
+        chat: ChatRequest,
+        spec: ModelSpec,
+        context: str,
+        run_id: str,
+        session: ServedSession | None,
     ) -> web.StreamResponse:
         """Server-sent events: role chunk, progress as SSE comments, answer chunks, usage, [DONE].
 
@@ -427,10 +480,11 @@ class _Server:
                 "Cache-Control": "no-cache",
                 "X-Accel-Buffering": "no",
                 "x-rlm-run-id": run_id,
+                **({"x-rlm-session": session.id} if session else {}),
             }
         )
         await response.prepare(request)
-        run = asyncio.ensure_future(self._run(chat, spec, context, run_id, progress))
+        run = asyncio.ensure_future(self._run(chat, spec, context, run_id, progress, session))
         gone = asyncio.ensure_future(client_gone(request))
         stop = asyncio.ensure_future(self.stopping.wait())
         try:
@@ -472,7 +526,7 @@ class _Server:
             await send(
                 response, chunk(run_id, chat.model, {"content": answer[start : start + _ANSWER_PIECE]})
             )
-        extra = self._extra(run_id, stats, chat, context)
+        extra = self._extra(run_id, stats, chat, context, session)
         await send(response, chunk(run_id, chat.model, {}, finish="stop", extra=extra))
         if chat.include_usage:
             await send(response, chunk(run_id, chat.model, None, usage=usage_of(stats)))

@@ -15,6 +15,7 @@ from ..shared.tooling_errors import ToolUsageError
 from .api_errors import ApiError, bad
 from .body import load_body
 from .params import root_call_options
+from .sessions import SESSION_ID
 
 __all__ = [
     "ApiError",
@@ -86,8 +87,9 @@ class ChatRequest:
     """A checked request: the model name, the query, where the context comes from, and run limits.
 
     ``context_source`` says where the run's context comes from: ``rlm`` (``rlm.context`` and/or
-    ``rlm.documents``, even when empty), ``messages`` (the earlier messages) or ``query`` (nothing
-    else: the query is the context, as with ``RLM.complete(text)``). ``options`` reach the root
+    ``rlm.documents``, even when empty), ``messages`` (the earlier messages), ``query`` (nothing
+    else: the query is the context, as with ``RLM.complete(text)``) or ``session`` (a session's
+    turn that brings no context: it asks about what the session holds). ``options`` reach the root
     model's calls (docs/serve.md, parameters).
     """
 
@@ -101,6 +103,8 @@ class ChatRequest:
     budget: dict[str, Any] = field(default_factory=dict)
     options: dict[str, Any] = field(default_factory=dict)
     context_source: str = "rlm"
+    session: str | None = None
+    """``"new"``, a session id, or None (docs/serve.md, sessions)."""
 
 
 def parse_request(raw: bytes, limits: ServeLimits) -> ChatRequest:
@@ -137,10 +141,13 @@ def parse_request(raw: bytes, limits: ServeLimits) -> ChatRequest:
     documents = _documents(extension.get("documents"))
     budget = _budget(extension, limits)
     options = root_call_options(body)
+    session = _session(extension.get("session"))
     if context is not None or documents:
         source = "rlm"
         if context is not None and len(context) > limits.max_context_chars:
             raise context_too_large(len(context), limits)
+    elif session is not None:
+        source = "session"
     elif texts[:-1]:
         source = "messages"
         if len(earlier) > limits.max_context_chars:
@@ -158,8 +165,17 @@ def parse_request(raw: bytes, limits: ServeLimits) -> ChatRequest:
             code="query_too_large",
         )
     return ChatRequest(
-        model, query, context, documents, earlier, stream, include_usage, budget, options, source
+        model, query, context, documents, earlier, stream, include_usage, budget, options, source, session
     )
+
+
+def _session(session: Any) -> str | None:
+    param = f"{EXTENSION}.session"
+    if session is None:
+        return None
+    if not isinstance(session, str) or not (session == "new" or SESSION_ID.match(session)):
+        raise bad(f"'{param}' must be \"new\" or a session id this API returned", param=param)
+    return session
 
 
 def context_too_large(chars: int, limits: ServeLimits, param: str = f"{EXTENSION}.context") -> ApiError:
@@ -188,10 +204,10 @@ def _extension(extension: Any) -> dict[str, Any]:
         return {}
     if not isinstance(extension, dict):
         raise bad(f"'{EXTENSION}' must be an object", param=EXTENSION)
-    unknown = set(extension) - {"context", "documents", *_PER_RUN}
+    unknown = set(extension) - {"context", "documents", "session", *_PER_RUN}
     if unknown:
         raise bad(
-            f"'{EXTENSION}' has unknown field(s) {sorted(unknown)}; known: context, documents, "
+            f"'{EXTENSION}' has unknown field(s) {sorted(unknown)}; known: context, documents, session, "
             + ", ".join(_PER_RUN),
             param=EXTENSION,
         )

@@ -10,13 +10,17 @@ then at most the limit plus one byte is read. The caller runs this on the server
 
 from __future__ import annotations
 
+import functools
 import os
 import stat
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 from ..shared.tooling_errors import ToolError
+from .api_errors import bad
+from .chat_protocol import ChatRequest, ServeLimits, context_too_large
 
-__all__ = ["CHUNK", "DocumentRefused", "read_document"]
+__all__ = ["CHUNK", "DocumentRefused", "read_document", "request_context"]
 
 CHUNK = 1 << 20
 
@@ -93,3 +97,46 @@ def _read_bounded(fd: int, limit: int) -> bytes:
         total += len(piece)
         if total > limit:
             raise DocumentRefused(f"grew past {limit:,} bytes while being read", too_large=True)
+
+
+async def request_context(
+    chat: ChatRequest,
+    root: Path | None,
+    limits: ServeLimits,
+    run: Callable[[Callable[[], str]], Awaitable[str]],
+) -> str:
+    """A request's context (see ChatRequest.context_source): named documents (read through ``run``,
+    the server's document pool), then the extension's text; or the earlier messages; or nothing (the
+    query becomes the context, or a session's turn asks about what the session holds).
+
+    Each document is charged against what is left of ``--max-context-chars`` by its size on disk
+    before it is read, so an oversized file costs a ``stat``, not its contents.
+    """
+    if chat.context_source == "messages":
+        return chat.earlier
+    if chat.context_source in ("query", "session"):
+        return ""
+    limit = limits.max_context_chars
+    left = limit - len(chat.context or "")
+    parts: list[str] = []
+    if chat.documents and root is None:
+        raise bad(
+            "this server has no --documents-root: 'rlm.documents' cannot be read", param="rlm.documents"
+        )
+    for i, name in enumerate(chat.documents):
+        assert root is not None
+        header = f"==> {name} <==\n"
+        left -= len(header) + 2
+        try:
+            text = await run(functools.partial(read_document, root, name, max(left, 0)))
+        except DocumentRefused as exc:
+            code = "context_length_exceeded" if exc.too_large else None
+            raise bad(f"document {name!r}: {exc}", param=f"rlm.documents[{i}]", code=code) from None
+        left -= len(text)
+        parts.append(header + text)
+    if chat.context is not None:
+        parts.append(chat.context)
+    context = "\n\n".join(parts)
+    if len(context) > limit:
+        raise context_too_large(len(context), limits)
+    return context

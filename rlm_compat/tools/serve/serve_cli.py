@@ -16,6 +16,7 @@ from ..shared.tooling_errors import ToolUsageError
 from .chat_protocol import ServeLimits
 from .models import CLIENTS, SERVER_OWNED, ModelRegistry, ModelSpec
 from .records import DEFAULT_KEEP_BYTES, DEFAULT_KEEP_RUNS
+from .sessions import SessionLimits
 
 __all__ = ["register"]
 
@@ -101,6 +102,23 @@ def _add_limits(p: argparse.ArgumentParser) -> None:
     limits.add_argument("--max-tokens", type=int, default=defaults.max_tokens, help="tokens per run")
     limits.add_argument("--max-cost", type=float, default=defaults.max_cost_usd, help="USD per run")
     limits.add_argument("--max-seconds", type=float, default=defaults.max_seconds, help="wall time per run")
+    sessions = p.add_argument_group('sessions (a request\'s "rlm": {"session": ...}; docs/serve.md)')
+    kept = SessionLimits()
+    sessions.add_argument(
+        "--max-sessions", type=int, default=kept.max_sessions, help="sessions open at once; 429 beyond"
+    )
+    sessions.add_argument(
+        "--session-idle-seconds",
+        type=float,
+        default=kept.idle_seconds,
+        help="a session idle this long is closed (its worker killed)",
+    )
+    sessions.add_argument(
+        "--session-max-context-chars",
+        type=int,
+        default=kept.max_context_chars,
+        help="every context one session keeps, together",
+    )
 
 
 def _add_records(p: argparse.ArgumentParser) -> None:
@@ -171,6 +189,11 @@ def build_config(args: argparse.Namespace) -> Any:
         trajectory_keep_runs=_at_least(args.trajectory_keep_runs, 1, "--trajectory-keep-runs"),
         trajectory_keep_bytes=_at_least(args.trajectory_keep_bytes, 1, "--trajectory-keep-bytes"),
         shutdown_grace=_at_least(args.shutdown_grace, 0, "--shutdown-grace"),
+        sessions=SessionLimits(
+            max_sessions=args.max_sessions,
+            idle_seconds=_at_least(args.session_idle_seconds, 0.001, "--session-idle-seconds"),
+            max_context_chars=args.session_max_context_chars,
+        ),
     )
 
 

@@ -11,6 +11,7 @@ from ..shared.tooling_errors import ToolUsageError
 from .chat_protocol import ServeLimits
 from .models import ModelRegistry
 from .records import DEFAULT_KEEP_BYTES, DEFAULT_KEEP_RUNS
+from .sessions import SessionLimits
 
 __all__ = ["RedactingFormatter", "Redactor", "ServerConfig"]
 
@@ -31,6 +32,7 @@ class ServerConfig:
     trajectory_keep_bytes: int = DEFAULT_KEEP_BYTES
     heartbeat_seconds: float = 15.0
     shutdown_grace: float = 5.0
+    sessions: SessionLimits = field(default_factory=SessionLimits)
 
     def bearer(self) -> str | None:
         """The token clients must send, read from ``api_key_env`` (unset variable: an error)."""
