@@ -27,13 +27,12 @@ OLDEST_PYTHON = PYTHONS[0]
 # Not run on the oldest set, which is also the oldest Python's only run in .ci/run: what does not
 # change with a dependency's version nor with 3.10 against the newer Pythons — the browser tests
 # (Chromium through playwright; the HTML they drive is rendered by test_view.py on the floors too),
-# the worker's soak and isolation parity (the same transport code on every Python; the conformance
+# the worker's soak (the same transport code on every Python; the conformance
 # run still checks every fixture against RestrictedPython's floor, in the worker), the OS
 # hardening's escape corpus (the kernel's) and the xdist scheduling check (a test tool's).
 OLDEST_SKIPS = (
     "tests/tools/view/test_view_browser.py",
     "tests/sandbox/isolate/test_soak.py",
-    "tests/sandbox/isolate/test_isolation_parity.py",
     "tests/tools/test_escape_assumed.py",
     "tests/test_xdist_plan.py",
 )

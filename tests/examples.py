@@ -9,7 +9,7 @@ and on the dependency floors. There it sets ``RLM_COMPAT_LEAN=1``:
 - the conformance run executes both profiles inline (:data:`CONFORMANCE_ISOLATION`): every fixture
   still runs through this interpreter's sandbox, while the worker process, whose agreement with
   inline on every fixture is checked on the default Python
-  (tests/sandbox/isolate/test_isolation_parity.py), starts ~7,000 times less;
+  (tests/tools/conformance/test_conformance.py), starts ~7,000 times less;
 - each bomb of the escape corpus (tests/sandbox/test_sandbox_escapes.py), a fresh interpreter each,
   runs under one profile, the two profiles taking turns along the corpus (:func:`profile_pairs`):
   every bomb still meets this interpreter, and each profile half of them.

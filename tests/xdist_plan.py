@@ -29,7 +29,6 @@ import pytest
 SLOW_FIRST = (
     "tests/tools/conformance/test_conformance.py",
     "tests/test_dropin.py",
-    "tests/sandbox/isolate/test_isolation_parity.py",
     "tests/sandbox/isolate/test_soak.py",
     "tests/sandbox/test_sandbox_escapes.py",
     "tests/sandbox/isolate/test_isolation_default.py",

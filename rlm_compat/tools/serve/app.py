@@ -23,7 +23,7 @@ from typing import Any
 from aiohttp import web
 
 from ...events import TrajectoryEvent
-from .api_errors import ApiError
+from .api_errors import ApiError, bad
 from .chat_protocol import ChatRequest, chunk, completion, parse_request, usage_of
 from .disconnect import client_gone, unless_gone
 from .documents import request_context
@@ -346,9 +346,17 @@ class _Server:
         if chat.session is None:
             return None
         if chat.session != "new":
-            return self.sessions.find(chat.session, chat.model)
+            session = self.sessions.find(chat.session, chat.model)
+            if chat.budget != session.budget:
+                raise bad(
+                    "a session's run limits are set by its first turn; send its turns without "
+                    "rlm.max_calls / max_tokens / max_cost_usd / max_seconds, or with the same values",
+                    param="rlm",
+                    code="session_limits_fixed",
+                )
+            return session
         rlm = await self._new_rlm(spec, chat, None, persistent=True)
-        return self.sessions.create(chat.model, rlm)
+        return self.sessions.create(chat.model, rlm, chat.budget)
 
     def _turn(self, session: ServedSession | None, context: str) -> Any:
         return contextlib.nullcontext() if session is None else self.sessions.turn(session, len(context))

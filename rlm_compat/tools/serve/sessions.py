@@ -60,6 +60,8 @@ class ServedSession:
     last_used: float = field(default_factory=time.monotonic)
     context_chars: int = 0
     turns: int = 0
+    budget: dict[str, Any] = field(default_factory=dict)
+    """The run limits its first turn set (every turn's; a turn asking others is a 400)."""
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
 
 
@@ -73,7 +75,7 @@ class SessionStore:
     def __len__(self) -> int:
         return len(self._open)
 
-    def create(self, model: str, rlm: Any) -> ServedSession:
+    def create(self, model: str, rlm: Any, budget: dict[str, Any] | None = None) -> ServedSession:
         """A new session for ``rlm`` (429 ``session_limit`` when the server holds its maximum)."""
         if len(self._open) >= self.limits.max_sessions:
             raise ApiError(
@@ -85,7 +87,9 @@ class SessionStore:
                 retry=True,
                 retry_after=5,
             )
-        session = ServedSession(f"sess-{self.tag}-{secrets.token_hex(16)}", model, rlm)
+        session = ServedSession(
+            f"sess-{self.tag}-{secrets.token_hex(16)}", model, rlm, budget=dict(budget or {})
+        )
         self._open[session.id] = session
         return session
 

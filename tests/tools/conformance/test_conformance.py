@@ -3,6 +3,9 @@
 * The default run (both rlm_compat profiles over every recorded case for this Python) must pass:
   profile ``upstream`` differs only where deviations.toml registers a ``safety`` or
   ``runtime-difference``, profile ``fixed`` only where it registers anything.
+* The worker (each profile's default isolation, ``process``) and inline give identical observable
+  results on every REPL and loop case: the default run's outcomes are kept and each case is run
+  again inline (once per CI: the transport is the same code on every Python).
 * With ``RLM_COMPAT_UPSTREAM`` pointing at a 2fb46cc checkout: a sample of recorded cases replayed
   against the checkout gives exactly the recorded results, and a hypothesis state machine drives
   random step sequences through the checkout and profile ``upstream`` side by side. Counterexamples
@@ -15,8 +18,9 @@ import importlib
 import json
 import os
 import platform
+import re
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -36,18 +40,34 @@ from rlm_compat.tools.conformance.recorder import Checkout
 from rlm_compat.tools.conformance.suite_runner import run_conformance
 
 PYTHON = ".".join(platform.python_version().split(".")[:2])
+_WHERE = re.compile(r" \(line \d+( of code block \d+)?\)$")
+
+
+class _Kept(ProfileAdapter):
+    """A profile's adapter that keeps every outcome it gives, by kind and case id."""
+
+    def __init__(self, profile: str, isolation: str | None) -> None:
+        super().__init__(profile, isolation)
+        self.kept: dict[tuple[str, str], dict[str, Any]] = {}
+
+    def run_many(self, kind: str, cases: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+        outcomes = super().run_many(kind, cases)
+        for case, outcome in zip(cases, outcomes, strict=True):
+            self.kept[kind, case["id"]] = outcome
+        return outcomes
 
 
 @pytest.fixture(scope="module")
-def default_run() -> Any:
+def adapters() -> list[_Kept]:
+    return [_Kept("upstream", CONFORMANCE_ISOLATION), _Kept("fixed", CONFORMANCE_ISOLATION)]
+
+
+@pytest.fixture(scope="module")
+def default_run(adapters: list[_Kept]) -> Any:
     # litellm's import (3 s of CPU, 20 s and more on a loaded machine) would otherwise land inside
     # the first loop case's deadline and fail it as "did not finish".
     importlib.import_module("litellm")
-    adapters = [
-        ProfileAdapter("upstream", CONFORMANCE_ISOLATION),
-        ProfileAdapter("fixed", CONFORMANCE_ISOLATION),
-    ]
-    return run_conformance(adapters, FixtureSet.open(), progress_enabled=False)
+    return run_conformance(list(adapters), FixtureSet.open(), progress_enabled=False)
 
 
 def test_default_run_passes(default_run: Any) -> None:
@@ -75,6 +95,49 @@ def test_every_kind_ran_for_both_profiles(default_run: Any) -> None:
         ran = {r.kind for r in impl.results if r.status != "skipped"}
         assert ran == {"repl", "parser", "loop"}, impl.name
         assert sum(1 for r in impl.results if r.kind == "parser") >= 5000
+
+
+def _settled(outcome: dict[str, Any]) -> dict[str, Any]:
+    """``outcome`` without what timing decides: how far a step got before its timeout (the env it
+    left, the line it was on)."""
+    steps = outcome.get("result", {}).get("steps")
+    if not steps:
+        return outcome
+    settled = []
+    for step in steps:
+        error = step.get("error")
+        if error and error.get("type") == "REPLTimeoutError":
+            step = {"error": {**error, "message": _WHERE.sub("", error["message"])}}
+        settled.append(step)
+    return {**outcome, "result": {**outcome["result"], "steps": settled}}
+
+
+# once_per_ci: what differs between the two isolations is the transport, the same code on every
+# Python; the default run checks every fixture in the worker against upstream on every Python.
+@pytest.mark.once_per_ci
+@pytest.mark.parametrize("kind", ["repl", "loop"])
+def test_inline_and_the_worker_agree_on_every_fixture(
+    default_run: Any, adapters: list[_Kept], kind: str
+) -> None:
+    """Every case the default run gave the worker, run again inline: outputs, errors, the env after
+    each step (as the recorder encodes it), answers and stats are the same."""
+    if CONFORMANCE_ISOLATION is not None:
+        pytest.skip(f"the default run executed {CONFORMANCE_ISOLATION} (RLM_COMPAT_LEAN)")
+    path, _, _ = FixtureSet.open().select(kind, PYTHON)
+    assert path is not None, f"no {kind} fixtures for Python {PYTHON}"
+    cases = [line["input"] for line in read_jsonl(path)]
+    assert len(cases) > (500 if kind == "repl" else 50)
+    differences = []
+    for worker in adapters:
+        inline = ProfileAdapter(worker.profile or "fixed", isolation="inline")
+        for case, ran_inline in zip(cases, inline.run_many(kind, cases), strict=True):
+            in_worker = worker.kept[kind, case["id"]]  # every case ran in the default run
+            if _settled(ran_inline) != _settled(in_worker):
+                differences.append(
+                    f"{worker.profile} {case['id']}:\n  inline:  {json.dumps(ran_inline, sort_keys=True)[:600]}\n"
+                    f"  process: {json.dumps(in_worker, sort_keys=True)[:600]}"
+                )
+    assert not differences, f"{len(differences)} differ:\n" + "\n".join(differences[:15])
 
 
 # --- live upstream ----------------------------------------------------------------------------

@@ -122,6 +122,8 @@ def test_limits_busy_expiry_and_shutdown(provider: ScriptedChatServer, tmp_path:
         assert full.status_code == 429 and full.body["code"] == "session_limit"  # type: ignore[index]
         over = _session_error(server, "go", session=first, context="b" * 50)
         assert over.status_code == 400 and over.body["code"] == "session_context_exceeded"  # type: ignore[index]
+        fixed = _session_error(server, "go", session=first, max_calls=1)
+        assert fixed.status_code == 400 and fixed.body["code"] == "session_limits_fixed"  # type: ignore[index]
 
         with concurrent.futures.ThreadPoolExecutor(2) as pool:
             slow = pool.submit(_ask, server, "SLOW", session=second)
