@@ -371,6 +371,23 @@ _NOTES = {
         f"the final-answer validator accepted the answer ({d.get('answer_chars')} characters)"
     ),
     "provider_response_normalized": lambda d: f"reply normalised: {d.get('reason')}",
+    "tool_call": lambda d: (
+        f"tool {d.get('function')}(): {d.get('argument_bytes')} B in, "
+        + (
+            f"{d.get('result_bytes')} B out"
+            if d.get("error_type") is None
+            else f"raised {d.get('error_type')}: {str(d.get('error'))[:200]}"
+        )
+        + f", {d.get('duration_seconds')} s in the host"
+    ),
+    "compaction_start": lambda d: (
+        f"compaction {d.get('count')}: about {d.get('tokens_before')} tokens of messages reached "
+        f"{d.get('threshold_tokens')} (window {d.get('window_tokens')}); a summary was asked for"
+    ),
+    "compaction_end": lambda d: (
+        f"compaction {d.get('count')}: the messages are now about {d.get('tokens_after')} tokens "
+        f"({d.get('messages_after')} messages); the REPL is untouched"
+    ),
 }
 
 

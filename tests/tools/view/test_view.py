@@ -147,6 +147,49 @@ def test_retries_and_rejected_answers_are_noted(tmp_path: Path) -> None:
     assert any("accepted the answer (5 characters)" in note for note in steps[1].notes), notes
 
 
+def test_tool_calls_and_compactions_are_noted_on_their_steps(tmp_path: Path) -> None:
+    from rlm_compat import RLM
+    from rlm_compat.testing import ScriptedChatServer
+
+    def lookup(key: str) -> str:
+        if key == "bad":
+            raise KeyError(key)
+        return key.upper()
+
+    step = "```python\nr = lookup('ok')\ntry:\n    lookup('bad')\nexcept KeyError:\n    pass\nprint('x' * 900)\n```"
+
+    steps = iter([step, step, step, step, 'FINAL_VAR("r")'])
+
+    def reply(request: dict[str, Any]) -> str:
+        last = str(request["messages"][-1]["content"])
+        if last.startswith("Your conversation is about to be compacted"):
+            return "summary"
+        return next(steps)
+
+    with ScriptedChatServer(reply) as server:
+        rlm = RLM(
+            "openai/m",
+            api_base=server.base_url,
+            api_key="sk-loopback",
+            isolation="inline",
+            custom_tools={"lookup": lookup},
+            compaction=True,
+            context_window_tokens=1000,
+            trajectory_path=str(tmp_path / "run.jsonl"),
+        )
+        assert rlm.complete("q", "c") == "OK"
+    notes = [
+        note
+        for node in read_trajectory_model(tmp_path / "run.jsonl").nodes
+        for s in node.steps
+        for note in s.notes
+    ]
+    assert any(n.startswith("tool lookup(): ") and "B out" in n for n in notes), notes
+    assert any(n.startswith("tool lookup(): ") and "raised KeyError" in n for n in notes), notes
+    assert any(n.startswith("compaction 1: about") for n in notes), notes
+    assert any("the REPL is untouched" in n for n in notes), notes
+
+
 def test_json_block_cannot_be_closed_by_text() -> None:
     nasty = "</script><script>alert(1)</script><!-- \u2028 & >"
     text = str(script_json({"t": nasty}))
