@@ -57,7 +57,7 @@ from typing import Any
 
 import pytest
 from escape_corpus import BY_ID, CATEGORIES, CORPUS, EscapeCase
-from examples import profile_pairs
+from examples import lean_pairs, profile_pairs
 
 from rlm_compat.errors import REPLError, REPLTimeoutError
 from rlm_compat.repl import REPLExecutor
@@ -778,13 +778,15 @@ def test_escape_contained(
 _PROCESS = [c for c in _INLINE if c.id != "env_function_reused"]
 
 
-@pytest.mark.parametrize("profile", PROFILES)
-@pytest.mark.parametrize("case", _PROCESS, ids=[c.id for c in _PROCESS])
+@pytest.mark.parametrize(
+    ("case", "profile"), [pytest.param(c, p, id=f"{c.id}-{p}") for c, p in lean_pairs(_PROCESS, PROFILES)]
+)
 def test_escape_contained_in_process_isolation(
     case: EscapeCase, profile: str, in_tmp_cwd: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """Every inline case in a worker process too, both profiles: the worker's guards refuse them
-    as the inline ones do (defence in depth behind the process boundary), the host is untouched."""
+    """Every inline case in a worker process too, both profiles (on the lean runs of .ci/run, one
+    profile per case in turn): the worker's guards refuse them as the inline ones do (defence in
+    depth behind the process boundary), the host is untouched."""
     capsys.readouterr()
     saved = _save_host()
     try:

@@ -148,19 +148,3 @@ def _zombie(pid: int) -> bool:
             return f.read().rsplit(")", 1)[1].split()[0] == "Z"
     except OSError:
         return True
-
-
-def test_an_id_from_another_server_process_is_refused(provider: ScriptedChatServer, tmp_path: Path) -> None:
-    (tmp_path / "a").mkdir()
-    (tmp_path / "b").mkdir()
-    with (
-        serving(tmp_path / "a", provider, *_flags()) as one,
-        serving(tmp_path / "b", provider, *_flags()) as two,
-    ):
-        session = _ask(one, "go", session="new", context="c")[1]["session"]["id"]
-        error = _session_error(two, "go", session=session)
-        assert error.status_code == 404 and error.body["code"] == "session_not_found"  # type: ignore[index]
-        assert "another server process" in error.body["message"]  # type: ignore[index]
-        assert _ask(one, "go", session=session)[0] == "ok"  # still alive where it lives
-        malformed = _session_error(two, "go", session="sess-nope")
-        assert malformed.status_code == 400
