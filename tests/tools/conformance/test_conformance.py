@@ -160,6 +160,10 @@ def upstream_driver() -> Iterator[DriverProcess]:
     driver.stop()
 
 
+# once_per_ci: this checks the recording against the checkout it came from (what `rlm-compat record
+# --check` does for every Python's file); the live comparison that can differ per Python, random
+# step sequences through the checkout and profile upstream side by side, runs on every Python below.
+@pytest.mark.once_per_ci
 @pytest.mark.upstream
 def test_recorded_cases_reproduce_on_the_live_checkout(upstream_driver: DriverProcess) -> None:
     fixtures = FixtureSet.open()

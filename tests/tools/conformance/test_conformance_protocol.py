@@ -88,6 +88,9 @@ class _Checked(Connection):
 # --- the example adapter ----------------------------------------------------------------------
 
 
+# once_per_ci: a doc's script speaking JSON lines over pipes to the runner (a whole conformance run,
+# ~6 s); the protocol's failure modes below, and every message's schema, are checked on every Python.
+@pytest.mark.once_per_ci
 def test_example_adapter_from_the_doc_runs_the_suite(tmp_path: Path) -> None:
     adapter = _example_adapter(tmp_path)
     assert len(adapter.read_text().splitlines()) <= 20
