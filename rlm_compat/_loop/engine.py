@@ -8,6 +8,7 @@ from ``settings.child()``. The FINAL rule set is chosen once, when the engine is
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 from collections.abc import Callable
 from typing import Any
@@ -99,10 +100,12 @@ class Engine:
         ``query_as_context=False`` keeps an empty context empty (the root only; children keep the rule).
         A persistent RLM's run is the next call of its session (:mod:`.persistent`).
         """
-        if self.session is None:
-            return await self._run(query, context, kwargs, return_failure, on_end, query_as_context, None)
-        with self.session.turn() as turn:  # a query without a context asks about what the session holds
-            return await self._run(query, context, kwargs, return_failure, on_end, False, turn)
+        session = contextlib.nullcontext() if self.session is None else self.session.turn()
+        with session as turn:
+            # a persistent session's query without a context asks about what the session holds
+            if turn is not None:
+                query_as_context = False
+            return await self._run(query, context, kwargs, return_failure, on_end, query_as_context, turn)
 
     async def _run(
         self,
