@@ -548,6 +548,7 @@ def test_a_tool_from_the_command_line_runs_in_this_process(
         "import os\n\ndef where(tag: str) -> str:\n    '''Where it ran.'''\n    return f'{tag}:{os.getpid()}'\n",
         encoding="utf-8",
     )
+    (tmp_path / f"{module}_broken.py").write_text("raise RuntimeError('boom at import')\n", encoding="utf-8")
     monkeypatch.chdir(tmp_path)
     monkeypatch.setattr(sys, "path", list(sys.path))
     server = chat_server(["FINAL(here('t'))"])
@@ -555,6 +556,12 @@ def test_a_tool_from_the_command_line_runs_in_this_process(
     assert main([*argv, *_args(server)]) == 0
     assert capsys.readouterr().out.strip() == f"t:{os.getpid()}"
     assert "- here(tag: str) -> str: Where it ran." in server.requests[0]["messages"][0]["content"]
-    for bad in (f"{module}", f"{module}:nothing", "no_such_module_xyz:f", f"print={module}:where"):
+    for bad in (
+        f"{module}",
+        f"{module}:nothing",
+        "no_such_module_xyz:f",
+        f"print={module}:where",
+        f"{module}_broken:f",
+    ):
         assert main(["run", "q", "--context", "c", "--tool", bad, *_args(server)]) == ExitCode.BAD_INPUT, bad
         assert "tool" in capsys.readouterr().err

@@ -40,7 +40,7 @@ def import_tools(specs: Iterable[str]) -> dict[str, Callable[..., Any]]:
             target: Any = importlib.import_module(module_name)
             for part in attribute.split("."):
                 target = getattr(target, part)
-        except (ImportError, AttributeError) as exc:
+        except Exception as exc:  # the module's own code ran: whatever it raised, the tool is not there
             raise ToolUsageError(f"tool {spec!r}: cannot import it ({type(exc).__name__}: {exc})") from None
         if not callable(target):
             kind = type(target).__name__
