@@ -46,7 +46,7 @@ from ..step.repl_config import START_METHODS, Limits
 from . import launcher
 from .hardening import DISABLE_ENV
 from .rlimits import cap_address_space, cap_cpu, current_address_space
-from .workerinit import EXIT_HARDENING_FAILED, limits_to_json
+from .workerinit import EXIT_HARDENING_FAILED, EXIT_OUT_OF_MEMORY, limits_to_json
 from .zygote import ZygoteClient, ZygoteError, python_argv
 
 __all__ = [
@@ -302,6 +302,8 @@ class WorkerHandle:
         code = os.waitstatus_to_exitcode(status)
         if code == EXIT_HARDENING_FAILED:
             return f"exit status {code}: it could not apply its OS hardening (see `rlm-compat doctor`)"
+        if code == EXIT_OUT_OF_MEMORY:
+            return f"exit status {code}: MemoryError, its memory allowance was used up outside a step"
         return f"exit status {code}"
 
     def close(self) -> None:

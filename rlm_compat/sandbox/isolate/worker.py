@@ -22,13 +22,15 @@ re-checks nothing, and in ``"worker"`` state a big value is never re-checked at 
 
 from __future__ import annotations
 
+import contextlib
 import importlib
+import mmap
 import operator
 import os
 import pickle
 import re
 import socket
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 try:  # hashlib would load OpenSSL too: ~2 ms of the fork server's start, for one hash
@@ -46,6 +48,7 @@ from . import rlimits, wire, wire_encode
 from .channel import PROTOCOL, Channel
 from .mapped import MAX_MAPPED, close_all
 from .mapped import read as mapped_read
+from .workerinit import EXIT_OUT_OF_MEMORY
 
 __all__ = ["ESCAPED", "serve"]
 
@@ -440,6 +443,42 @@ def _done(session: _Session, result: dict[str, Any], failed: dict[str, str], tou
     }
 
 
+HEADROOM_BYTES = 16 * 2**20
+
+
+class _Headroom:
+    """Address space held back while a step runs and given up while its reply is built.
+
+    A step that fills the address-space allowance (a loop appending 10 MB strings) stops with a
+    MemoryError the step reports; the reply that says so still needs memory (a dict, a pickle,
+    a send buffer). Without this reserve it could fail there and the worker die with the step's
+    error unreported. An anonymous mapping costs address space, not memory, and a map/unmap pair
+    per step costs microseconds.
+    """
+
+    __slots__ = ("_map",)
+
+    def __init__(self) -> None:
+        self._map: mmap.mmap | None = None
+        self._take()
+
+    def _take(self) -> None:
+        try:
+            self._map = mmap.mmap(-1, HEADROOM_BYTES)
+        except (OSError, MemoryError):  # the step left no room: try again after the next one
+            self._map = None
+
+    @contextlib.contextmanager
+    def released(self) -> Iterator[None]:
+        if self._map is not None:
+            self._map.close()
+            self._map = None
+        try:
+            yield
+        finally:
+            self._take()
+
+
 def serve(sock: socket.socket, escaped: Callable[[str, Channel, dict[str, Any]], None] | None = None) -> None:
     """Serve one session until the parent closes the channel.
 
@@ -456,34 +495,52 @@ def serve(sock: socket.socket, escaped: Callable[[str, Channel, dict[str, Any]],
     shared = init.get("shared")
     session = _Session(channel, runner, None if shared is None else frozenset(shared))
     channel.send({"op": "ready", "pid": os.getpid()})
+    headroom = _Headroom()
     while True:
         try:
             message = channel.recv()
         except EOFError:
             return
-        op = message["op"]
-        if op == "step":
-            failed = session.sync(message)
-            if escaped is not None and ESCAPED in message["code"]:
-                escaped(message["code"], channel, session.ns)
-                continue
-            session.cap()
-            touched = session.touches(message["code"])
-            result = _result(runner.execute, message["code"], session.ns)
+        try:
+            _answer(channel, session, runner, message, headroom, escaped)
+        except MemoryError:  # even the headroom was not enough: say so by the exit status
+            os._exit(EXIT_OUT_OF_MEMORY)
+
+
+def _answer(
+    channel: Channel,
+    session: _Session,
+    runner: InlineRunner,
+    message: dict[str, Any],
+    headroom: _Headroom,
+    escaped: Callable[[str, Channel, dict[str, Any]], None] | None,
+) -> None:
+    """Answer one message of the parent."""
+    op = message["op"]
+    if op == "step":
+        failed = session.sync(message)
+        if escaped is not None and ESCAPED in message["code"]:
+            escaped(message["code"], channel, session.ns)
+            return
+        session.cap()
+        touched = session.touches(message["code"])
+        result = _result(runner.execute, message["code"], session.ns)
+        with headroom.released():
             channel.send(_done(session, result, failed, touched))
-        elif op == "render":
-            failed = session.sync(message)
-            session.cap()
-            touched = session.touches(message["name"])
-            result = _result(runner.render, session.ns, message["name"])
+    elif op == "render":
+        failed = session.sync(message)
+        session.cap()
+        touched = session.touches(message["name"])
+        result = _result(runner.render, session.ns, message["name"])
+        with headroom.released():
             channel.send(_done(session, result, failed, touched))
-        elif op == "sync":  # a preload: the host's values before the first step
-            channel.send({"op": "synced", "unloadable": session.sync(message)})
-        elif op == "fetch":
-            found = _fetch(session.ns, message["name"], runner.config.limits.reply_bytes)
-            channel.send({"op": "value", "found": found})
-        else:
-            channel.send({"op": "refused", "protocol": PROTOCOL})
+    elif op == "sync":  # a preload: the host's values before the first step
+        channel.send({"op": "synced", "unloadable": session.sync(message)})
+    elif op == "fetch":
+        found = _fetch(session.ns, message["name"], runner.config.limits.reply_bytes)
+        channel.send({"op": "value", "found": found})
+    else:
+        channel.send({"op": "refused", "protocol": PROTOCOL})
 
 
 def _fetch(ns: dict[str, Any], name: str, limit: int | None) -> bytes | None:

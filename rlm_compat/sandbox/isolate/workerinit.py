@@ -29,6 +29,7 @@ __all__ = [
     "CHANNEL_FD",
     "EXIT_ENTRY_FAILED",
     "EXIT_HARDENING_FAILED",
+    "EXIT_OUT_OF_MEMORY",
     "die_with_parent",
     "limits_to_json",
     "prepare",
@@ -39,6 +40,7 @@ __all__ = [
 CHANNEL_FD = 3
 EXIT_ENTRY_FAILED = 70
 EXIT_HARDENING_FAILED = 71
+EXIT_OUT_OF_MEMORY = 72
 _PR_SET_PDEATHSIG = 1
 
 

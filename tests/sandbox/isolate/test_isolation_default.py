@@ -154,6 +154,10 @@ CASES: dict[str, Case] = {
         "MemoryError|TimeoutError",
         None,
     ),
+    # Fills the allowance to the last kilobyte: the reply saying so needs the worker's headroom.
+    "appending 64 KB strings until no room is left": Case(
+        "x = []\nwhile True:\n    x.append('y' * 65536)", 3, REPLError, "^Execution error: MemoryError", False
+    ),
     "one huge allocation": Case("bytearray(10 ** 11)", 1, REPLError, "MemoryError", False),
     "deep Python recursion": Case(
         "def down(k):\n    return down(k + 1) if k < 10 ** 6 else k\ndown(0)",
