@@ -13,7 +13,17 @@ import dataclasses
 from collections.abc import Iterable
 from typing import Any, Protocol, runtime_checkable
 
-__all__ = ["Grade", "Grader", "RunRecord", "RunSpec", "Suite", "TaskInstance", "TaskSpec"]
+__all__ = [
+    "Grade",
+    "Grader",
+    "LookupTool",
+    "RunRecord",
+    "RunSpec",
+    "Suite",
+    "TaskInstance",
+    "TaskSpec",
+    "TurnRecord",
+]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -46,8 +56,51 @@ class Grader(Protocol):
 
 
 @dataclasses.dataclass(frozen=True)
+class LookupTool:
+    """A tool a task gives the RLM: a lookup in a table the context does not contain.
+
+    Plain data (name, description, table), so any implementation can be given it: rlm_compat as a
+    custom tool, a peer's driver rebuilt from the protocol's ``tools`` field. An unknown key is a
+    ``KeyError`` the model sees, as a real lookup service's "not found" would be.
+    """
+
+    name: str
+    description: str
+    parameter: str
+    table: tuple[tuple[str, str], ...]
+
+    def function(self) -> Any:
+        """The tool as a Python function of one string (its name and docstring are the tool's)."""
+        table = dict(self.table)
+        name = self.name
+
+        def lookup(key: str) -> str:
+            if not isinstance(key, str) or key not in table:
+                raise KeyError(f"{name}: no entry for {key!r}")
+            return table[key]
+
+        lookup.__name__ = lookup.__qualname__ = name
+        lookup.__doc__ = self.description
+        lookup.__annotations__ = {self.parameter: "str", "return": "str"}
+        return lookup
+
+    def to_json(self) -> dict[str, Any]:
+        """The protocol's shape of a tool (docs/protocol.md, ``tools`` of a task message)."""
+        return {
+            "name": self.name,
+            "description": self.description,
+            "parameter": self.parameter,
+            "table": dict(self.table),
+        }
+
+
+@dataclasses.dataclass(frozen=True)
 class TaskInstance:
-    """A built task: what the RLM is asked, over which context, identified by the corpus hash."""
+    """A built task: what the RLM is asked, over which context, identified by the corpus hash.
+
+    ``followups``: the questions asked after ``query`` over the same context, in order (a
+    multi-turn task); ``tools``: what the RLM may call besides its REPL.
+    """
 
     task_id: str
     kind: str
@@ -56,6 +109,13 @@ class TaskInstance:
     query: str
     context: str
     corpus_sha256: str
+    followups: tuple[str, ...] = ()
+    tools: tuple[LookupTool, ...] = ()
+
+    @property
+    def queries(self) -> tuple[str, ...]:
+        """Every question of the task, the first one first."""
+        return (self.query, *self.followups)
 
 
 @runtime_checkable
@@ -72,6 +132,10 @@ class TaskSpec(Protocol):
     def seed(self) -> int: ...
     @property
     def grader(self) -> Grader: ...
+    @property
+    def turn_graders(self) -> tuple[Grader, ...]:
+        """One grader per question (``grader`` first); a single-turn task has just ``grader``."""
+        ...
 
     def build(self) -> TaskInstance: ...
 
@@ -108,6 +172,30 @@ class RunSpec:
 
 
 @dataclasses.dataclass(frozen=True)
+class TurnRecord:
+    """One question of a multi-turn run: its answer, grade and cost.
+
+    ``context_chars``: characters of context this turn handed to the RLM (the whole context for
+    a fresh run per turn; 0 for a session's later turns, whose REPL already holds it).
+    """
+
+    index: int
+    answer: str | None
+    grade: Grade
+    iterations: int
+    calls: int
+    prompt_tokens: int
+    completion_tokens: int
+    wall_seconds: float
+    context_chars: int
+    error_type: str | None = None
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> TurnRecord:
+        return cls(**{**data, "grade": Grade(**data["grade"])})
+
+
+@dataclasses.dataclass(frozen=True)
 class RunRecord:
     """What one run produced; one JSON line of the grid's ``runs.jsonl``."""
 
@@ -128,6 +216,9 @@ class RunRecord:
     """The cost the implementation reported (None: not priced, as for the scripted endpoint)."""
     logs: str | None = None
     """Directory of the implementation's raw logs, relative to the grid's output directory."""
+    turns: tuple[TurnRecord, ...] = ()
+    """A multi-turn task's questions one by one; the record's own answer is the last turn's, its
+    grade passes when every turn passed (score: the share that did), its figures the sums."""
 
     def to_json(self) -> dict[str, Any]:
         data = dataclasses.asdict(self)
@@ -140,4 +231,5 @@ class RunRecord:
         values = {k: v for k, v in data.items() if k in fields}
         values["spec"] = RunSpec(**values["spec"])
         values["grade"] = Grade(**values["grade"])
+        values["turns"] = tuple(TurnRecord.from_json(t) for t in values.get("turns") or ())
         return cls(**values)

@@ -29,6 +29,7 @@ from collections.abc import Sequence
 from typing import Any, Protocol
 
 from ...types import Message
+from .base import TaskInstance
 from .corpus import below, derive_rng
 
 __all__ = [
@@ -370,6 +371,13 @@ class ScriptedPolicy:
         self.variant = variant
         self.max_errors = max_errors
 
+    @classmethod
+    def for_task(
+        cls, task: TaskInstance, *, max_errors: int | None = None, variant: int = 0
+    ) -> ScriptedPolicy:
+        """The policy of ``task``: built from its question (a multi-question kind reads them all)."""
+        return cls(task.query, max_errors=max_errors, variant=variant)
+
     def __repr__(self) -> str:
         return (
             f"{type(self).__name__}(query={self.query[:40]!r}..., variant={self.variant}, "
@@ -385,9 +393,7 @@ class ScriptedPolicy:
         conversation = read_conversation(messages)
         if conversation.leaf:
             return self.leaf(conversation.query)
-        # the query is the first user message, or inside it (rlms: "Answer the following: ...")
-        root = conversation.query == self.query or self.query in conversation.query
-        agent = self.root() if root else self.subtask(conversation.query)
+        agent = self.agent_for(conversation.query)
         if agent is None:
             return _final_text("I cannot answer that question from this context.")
         dialect = conversation.dialect
@@ -399,6 +405,13 @@ class ScriptedPolicy:
         return render(self._next(agent, state, conversation), state.avoid, dialect)
 
     # --- for subclasses -----------------------------------------------------------------------
+
+    def agent_for(self, query: str) -> Agent | None:
+        """The plan for an RLM node whose first user message is ``query``: the task's own when
+        the task's question is in it (rlms: "Answer the following: ..."), else a sub-task's."""
+        if query == self.query or self.query in query:
+            return self.root()
+        return self.subtask(query)
 
     def root(self) -> Agent:
         """The plan for the task itself."""

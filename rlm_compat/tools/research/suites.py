@@ -13,10 +13,15 @@ name              tasks                                 for
 ``paper-smoke``   sniah, oolong, pairs at 2^13 tokens   CI's cross-implementation grid (3 tasks)
 ``paper``         the same at 2^13 ... 2^18 tokens      the paper's Fig. 1 scaling (18 tasks)
 ``paper-beyond``  the same at 2^13 ... 2^20 tokens      past the paper's range (21 tasks)
+``turns-smoke``   followup and lookup at 10 k           tests of sessions and tools (2 tasks)
+``turns``         followup and lookup at 100 k ... 10 M  sessions vs a fresh run per turn (6 tasks)
 ================  ====================================  ===========================================
 
 Our four kinds are ``needle``, ``aggregate``, ``multihop`` and ``combine``; the paper-style ones
 (:mod:`.paper_tasks`) are sized in tokens at 4 characters a token (``2^13t`` = 32 768 characters).
+``followup`` (three questions in turn) and ``lookup`` (a tool) are in :mod:`.conversation_tasks`;
+run them with ``--config session:fixed`` beside ``--config fixed`` to compare a session with a
+fresh run per question.
 
 ``load_suite(name, seeds=3)`` repeats every task with seeds 0, 1 and 2 (new corpora, new answers).
 """
@@ -56,6 +61,7 @@ class TaskSuite:
 
 OUR_KINDS = ("needle", "aggregate", "multihop", "combine")
 PAPER_KINDS = ("sniah", "oolong", "pairs")
+TURN_KINDS = ("followup", "lookup")
 _PAPER = tuple(f"2^{n}t" for n in range(13, 19))
 
 SUITES: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
@@ -66,6 +72,8 @@ SUITES: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     "paper-smoke": (PAPER_KINDS, ("2^13t",)),
     "paper": (PAPER_KINDS, _PAPER),
     "paper-beyond": (PAPER_KINDS, (*_PAPER, "2^20t")),
+    "turns-smoke": (TURN_KINDS, ("10k",)),
+    "turns": (TURN_KINDS, ("100k", "1m", "10m")),
 }
 """Suite names: the kinds and the size labels (:data:`~.tasks.SIZES`, :data:`~.paper_tasks.PAPER_SIZES`)
 each runs every kind at."""

@@ -18,6 +18,7 @@ import re
 from ...clients import LLMClient
 from ..shared.tooling_errors import ToolUsageError
 from .base import TaskInstance
+from .conversation_policies import FollowupPolicy, LookupPolicy
 from .corpus import number_words
 from .scripted_policy import Agent, Conversation, Move, PolicyState, ScriptedPolicy, last_marked
 
@@ -534,6 +535,8 @@ POLICIES: dict[str, type[ScriptedPolicy]] = {
     "sniah": SniahPolicy,
     "oolong": OolongPolicy,
     "pairs": PairsPolicy,
+    "followup": FollowupPolicy,
+    "lookup": LookupPolicy,
 }
 """The scripted policy of each task kind."""
 
@@ -544,7 +547,7 @@ SCRIPTED_MODEL = "scripted"
 def policy_for(task: TaskInstance, *, variant: int = 0, max_errors: int | None = None) -> ScriptedPolicy:
     """The deterministic policy for ``task`` (an LLMClient: pass it as ``RLM(..., client=...)``).
 
-    It reads only ``task.query``. Stateless, so one policy may serve any number of runs at once.
+    It reads only the task's questions. Stateless, so one policy may serve any number of runs at once.
     ``variant`` (e.g. a grid's run index) selects the writing :class:`~.scripted_policy.Style`: variant 0
     is the typical transcript, others draw habits and patience from a seeded stream.
     ``max_errors`` overrides the style's patience.
@@ -552,7 +555,7 @@ def policy_for(task: TaskInstance, *, variant: int = 0, max_errors: int | None =
     policy = POLICIES.get(task.kind)
     if policy is None:
         raise ToolUsageError(f"no scripted policy for task kind {task.kind!r}; known: {sorted(POLICIES)}")
-    return policy(task.query, max_errors=max_errors, variant=variant)
+    return policy.for_task(task, max_errors=max_errors, variant=variant)
 
 
 def client_for(

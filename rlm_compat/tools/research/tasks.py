@@ -17,7 +17,8 @@ Four kinds, each exercising what RLM transcripts do with a long context:
     next to maintenance notes with other number words; the answer is the total. Reading the
     counts is the per-chunk work a model hands to sub-calls (:class:`~.graders.ExactInteger`).
 
-The paper's families (``sniah``, ``oolong``, ``pairs``) live in :mod:`.paper_tasks`.
+The paper's families (``sniah``, ``oolong``, ``pairs``) live in :mod:`.paper_tasks`; the kinds
+with follow-up questions or tools (``followup``, ``lookup``) in :mod:`.conversation_tasks`.
 
 Every corpus is exactly ``size`` characters and a pure function of ``(kind, size, seed)``
 (:mod:`.corpus` explains how that holds across Python versions). Building is cached per spec, so
@@ -35,6 +36,7 @@ from collections.abc import Callable
 
 from ..shared.tooling_errors import ToolUsageError
 from .base import Grader, TaskInstance
+from .conversation_tasks import CONVERSATION_KINDS, Conversation
 from .corpus import FILLER_WORDS, assemble, below, derive_rng, filler, number_words, pick, sha256_text
 from .graders import ExactInteger, ExactText
 from .paper_tasks import PAPER_KINDS, PAPER_SIZES
@@ -69,6 +71,8 @@ class _Built:
     instance: TaskInstance
     answer: str
     grader: Grader
+    turn_graders: tuple[Grader, ...]
+    answers: tuple[str, ...]
 
 
 def size_label(size: int) -> str:
@@ -107,8 +111,9 @@ class GeneratedTask:
     task_id: str = dataclasses.field(init=False)
 
     def __post_init__(self) -> None:
-        if self.kind not in KINDS:
-            raise ToolUsageError(f"unknown task kind {self.kind!r}; known kinds: {sorted(KINDS)}")
+        if self.kind not in KINDS and self.kind not in CONVERSATION_KINDS:
+            known = sorted([*KINDS, *CONVERSATION_KINDS])
+            raise ToolUsageError(f"unknown task kind {self.kind!r}; known kinds: {known}")
         if isinstance(self.size, bool) or not isinstance(self.size, int) or self.size < MIN_SIZE:
             raise ToolUsageError(f"task size must be an integer >= {MIN_SIZE} characters, not {self.size!r}")
         if isinstance(self.seed, bool) or not isinstance(self.seed, int) or self.seed < 0:
@@ -121,9 +126,19 @@ class GeneratedTask:
         return _build(self.kind, self.size, self.seed).grader
 
     @property
+    def turn_graders(self) -> tuple[Grader, ...]:
+        """One grader per question of the task (just :attr:`grader` for a single question)."""
+        return _build(self.kind, self.size, self.seed).turn_graders
+
+    @property
     def answer(self) -> str:
-        """The one right answer, as the grader expects it written."""
+        """The one right answer (of the first question), as the grader expects it written."""
         return _build(self.kind, self.size, self.seed).answer
+
+    @property
+    def answers(self) -> tuple[str, ...]:
+        """The right answer of every question, in order."""
+        return _build(self.kind, self.size, self.seed).answers
 
     def build(self) -> TaskInstance:
         """The query and the context (cached per spec within a process)."""
@@ -141,19 +156,25 @@ def task_from_id(task_id: str) -> GeneratedTask:
 @functools.lru_cache(maxsize=8)
 def _build(kind: str, size: int, seed: int) -> _Built:
     rng = derive_rng(kind, size, seed)
-    query, context, answer, grader = KINDS[kind](rng, size)
-    if len(context) != size:  # a generator bug, never the caller's
-        raise AssertionError(f"{kind} generator made {len(context)} characters instead of {size}")
+    if kind in CONVERSATION_KINDS:
+        made = CONVERSATION_KINDS[kind](rng, size)
+    else:
+        query, context, answer, grader = KINDS[kind](rng, size)
+        made = Conversation((query,), context, (answer,), (grader,))
+    if len(made.context) != size:  # a generator bug, never the caller's
+        raise AssertionError(f"{kind} generator made {len(made.context)} characters instead of {size}")
     instance = TaskInstance(
         task_id=f"{kind}-{size_label(size)}-s{seed}",
         kind=kind,
         size=size,
         seed=seed,
-        query=query,
-        context=context,
-        corpus_sha256=sha256_text(context),
+        query=made.queries[0],
+        context=made.context,
+        corpus_sha256=sha256_text(made.context),
+        followups=made.queries[1:],
+        tools=made.tools,
     )
-    return _Built(instance, answer, grader)
+    return _Built(instance, made.answers[0], made.graders[0], made.graders, made.answers)
 
 
 # --- generators: (rng, size) -> (query, context, answer, grader) --------------------------------

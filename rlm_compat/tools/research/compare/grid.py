@@ -28,9 +28,11 @@ from ....profiles import QUIRKS, Profile
 from ...shared.tooling_errors import ToolError, ToolUsageError
 from ..base import RunRecord, RunSpec, Suite, TaskInstance, TaskSpec
 from .impls import IMPL_PREFIX, GridImplementation, TaskOutcome, run_driver_task
+from .turns import TurnSettings, run_turns, session_profile, turns_record
 
 __all__ = [
     "SCRIPTED",
+    "UNSUPPORTED_TASK",
     "CellResult",
     "GridError",
     "GridJob",
@@ -50,6 +52,11 @@ PolicyFactory = Callable[[TaskInstance, RunSpec], "LLMClient | None"]
 """``(task, spec) -> client``: the client of one cell; None means the RLM's litellm client."""
 
 
+UNSUPPORTED_TASK = "UnsupportedTask"
+"""The ``error_type`` of an implementation's run over a task its protocol cannot send (follow-up
+questions, tools): a record saying so, never one question of it graded as the whole task."""
+
+
 class GridError(ToolError):
     """The grid cannot run or resume as asked (unknown task, unreadable run log)."""
 
@@ -64,7 +71,8 @@ def expand_configs(configs: Sequence[str], *, ablation: bool = False) -> list[st
     """The grid's profile specs, validated, without duplicates, in the order given.
 
     ``ablation`` adds ``fixed`` and ``upstream`` (the two baselines the deltas are taken from) and
-    every single-switch ablation. A spec that is not a profile fails here, before any run starts.
+    every single-switch ablation. ``session:PROFILE`` asks a task's questions in one persistent
+    session (:mod:`.turns`). A spec that is not a profile fails here, before any run starts.
     """
     wanted = list(configs)
     if ablation:
@@ -73,7 +81,7 @@ def expand_configs(configs: Sequence[str], *, ablation: bool = False) -> list[st
         raise ToolUsageError("give at least one --config (e.g. --config fixed --config upstream)")
     out: list[str] = []
     for spec in wanted:
-        Profile.named(spec)  # raises ConfigurationError naming the known switches
+        Profile.named(session_profile(spec)[1])  # raises ConfigurationError naming the known switches
         if spec not in out:
             out.append(spec)
     return out
@@ -199,53 +207,35 @@ class GridJob:
 async def run_cell(job: GridJob, spec: RunSpec, trajectory_dir: Path | None = None) -> CellResult:
     """Run one cell: build its task, run the RLM under its profile, grade the answer.
 
-    A run that fails (max iterations, a provider error) is a record with ``error_type`` and a
-    failing grade, not an exception: a grid measures failures too. The trajectory is written to a
-    scratch file and returned as text, so the caller decides where it lives.
+    A task with several questions asks them one by one: a fresh RLM per question, or one
+    persistent session for a ``session:PROFILE`` config (:mod:`.turns`). A run that fails (max
+    iterations, a provider error) is a record with ``error_type`` and a failing grade, not an
+    exception: a grid measures failures too. Trajectories are written to a scratch directory and
+    returned as text, so the caller decides where they live.
     """
-    from ....core import RLM
-
     if spec.config.startswith(IMPL_PREFIX):
         return await run_impl_cell(job, spec, trajectory_dir)
     task_spec = job.task_spec(spec.task_id)
     task = await asyncio.to_thread(job.task, spec.task_id)  # a big corpus must not stall the loop
     client = job.policy(task, spec)
+    persistent, profile = session_profile(spec.config)
+    settings = TurnSettings(
+        spec.model,
+        profile,
+        job.api_base,
+        job.api_key,
+        job.max_iterations,
+        job.isolation,
+        job.repl_timeout,
+        job.max_retries,
+    )
     name = trajectory_name(spec.run_id)
     with tempfile.TemporaryDirectory(prefix="rlm-cell-", dir=trajectory_dir) as scratch:
-        path = Path(scratch) / name
-        rlm = RLM(
-            spec.model,
-            api_base=job.api_base,
-            api_key=job.api_key,
-            max_iterations=job.max_iterations,
-            profile=Profile.named(spec.config),
-            client=client,
-            isolation=job.isolation,
-            repl_timeout=job.repl_timeout,
-            max_retries=job.max_retries,
-            trajectory_path=path,
+        turns, errors, trajectory = await run_turns(
+            settings, client, task, task_spec.turn_graders, Path(scratch), persistent=persistent
         )
-        started = time.perf_counter()
-        result = await rlm.atry_complete_result(task.query, task.context)
-        wall = time.perf_counter() - started
-        trajectory = path.read_text(encoding="utf-8") if path.exists() else None
-    grade = task_spec.grader.grade(result.answer)
-    stats = result.stats
-    record = RunRecord(
-        spec=spec,
-        corpus_sha256=task.corpus_sha256,
-        answer=result.answer,
-        grade=grade,
-        iterations=int(stats.get("total_iterations", 0)),
-        calls=int(stats.get("llm_calls", 0)),
-        prompt_tokens=int(stats.get("prompt_tokens", 0)),
-        completion_tokens=int(stats.get("completion_tokens", 0)),
-        wall_seconds=round(wall, 6),
-        error_type=getattr(result, "error_type", None),
-        error=getattr(result, "error", None),
-        trajectory=f"trajectories/{name}" if trajectory is not None else None,
-    )
-    return CellResult(record.to_json(), trajectory)
+    record = turns_record(spec, task, turns, errors, f"trajectories/{name}" if trajectory else None)
+    return CellResult(record.to_json(), trajectory or None)
 
 
 async def run_impl_cell(job: GridJob, spec: RunSpec, trajectory_dir: Path | None = None) -> CellResult:
@@ -280,6 +270,13 @@ async def run_impl_cell(job: GridJob, spec: RunSpec, trajectory_dir: Path | None
         api_key = "scripted-endpoint-needs-no-key" if scripted else job.api_key
         if scripted and endpoint is None:
             pass
+        elif task.followups or task.tools:
+            outcome = TaskOutcome(
+                None,
+                error_type=UNSUPPORTED_TASK,
+                error=f"{spec.task_id} has follow-up questions or tools, which protocol 2's task message "
+                "does not carry yet: run it with rlm_compat's configs (fixed, session:fixed)",
+            )
         elif impl.start == "in-process":
             try:
                 outcome, trajectory = await _run_rlm_compat(job, task, model, api_base, api_key, scratch)

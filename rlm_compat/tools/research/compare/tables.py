@@ -81,6 +81,7 @@ def summarize(
         "runs": len(records),
         "by_config": [{"config": c, **_figures(by_config[c])} for c in order],
         "cells": cells,
+        "turns": _turns(order, by_config, sizes),
         "ablation": _ablation(by_config),
         "ablation_by_size": [
             {"size": size, **row}
@@ -90,6 +91,40 @@ def summarize(
             )
         ],
     }
+
+
+def _turns(
+    order: Sequence[str], by_config: dict[str, list[RunRecord]], sizes: dict[str, int]
+) -> list[dict[str, Any]]:
+    """Per (config, kind, size, turn): the multi-question runs' figures question by question."""
+    rows = []
+    for config in order:
+        keys = sorted(
+            {(r.spec.task_id.split("-")[0], sizes[r.spec.task_id]) for r in by_config[config] if r.turns}
+        )
+        for kind, size in keys:
+            group = [
+                r
+                for r in by_config[config]
+                if r.turns and r.spec.task_id.split("-")[0] == kind and sizes[r.spec.task_id] == size
+            ]
+            for index in range(max(len(r.turns) for r in group)):
+                turns = [r.turns[index] for r in group if len(r.turns) > index]
+                rows.append(
+                    {
+                        "config": config,
+                        "kind": kind,
+                        "size": size,
+                        "turn": index + 1,
+                        "runs": len(turns),
+                        "pass_rate": round(fmean(t.grade.passed for t in turns), 6),
+                        "mean_calls": round(fmean(t.calls for t in turns), 6),
+                        "mean_tokens": round(fmean(t.prompt_tokens + t.completion_tokens for t in turns), 6),
+                        "mean_wall_seconds": round(fmean(t.wall_seconds for t in turns), 6),
+                        "mean_context_chars": round(fmean(t.context_chars for t in turns), 6),
+                    }
+                )
+    return rows
 
 
 def _ablation(by_config: dict[str, list[RunRecord]]) -> list[dict[str, Any]]:
@@ -179,6 +214,26 @@ def markdown(summary: dict[str, Any], charts: Sequence[str] = ()) -> str:
             f"{row['mean_iterations']:.2f} | {row['mean_calls']:.2f} | {row['mean_tokens']:.0f} | "
             f"{row['mean_wall_seconds']:.3f} |"
         )
+    if summary.get("turns"):
+        lines += [
+            "",
+            "## By turn",
+            "",
+            "Multi-question tasks question by question: `session:` configs ask them in one persistent "
+            "session, the others run a fresh RLM per question. Context: characters handed to the RLM "
+            "with the question (a session's later turns find it in their REPL).",
+            "",
+            "| config | task | context | turn | runs | pass rate | mean calls | mean tokens | mean wall s "
+            "| context chars sent |",
+            "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|",
+        ]
+        for row in summary["turns"]:
+            lines.append(
+                f"| `{row['config']}` | {row['kind']} | {_size(row['size'])} | {row['turn']} | "
+                f"{row['runs']} | {_pct(row['pass_rate'])} | {row['mean_calls']:.2f} | "
+                f"{row['mean_tokens']:.0f} | {row['mean_wall_seconds']:.3f} | "
+                f"{row['mean_context_chars']:,.0f} |"
+            )
     if _scored(summary):
         lines += [
             "",
