@@ -23,6 +23,7 @@ __all__ = [
     "TaskInstance",
     "TaskSpec",
     "TurnRecord",
+    "turn_graders",
 ]
 
 
@@ -120,7 +121,11 @@ class TaskInstance:
 
 @runtime_checkable
 class TaskSpec(Protocol):
-    """One task of a suite before its corpus is built; ``task_id`` is stable across versions."""
+    """One task of a suite before its corpus is built; ``task_id`` is stable across versions.
+
+    A task with follow-up questions (``TaskInstance.followups``) also has ``turn_graders``, one
+    grader per question (``grader`` first); :func:`turn_graders` reads it, or ``(grader,)``.
+    """
 
     @property
     def task_id(self) -> str: ...
@@ -132,12 +137,13 @@ class TaskSpec(Protocol):
     def seed(self) -> int: ...
     @property
     def grader(self) -> Grader: ...
-    @property
-    def turn_graders(self) -> tuple[Grader, ...]:
-        """One grader per question (``grader`` first); a single-turn task has just ``grader``."""
-        ...
-
     def build(self) -> TaskInstance: ...
+
+
+def turn_graders(spec: TaskSpec) -> tuple[Grader, ...]:
+    """One grader per question of ``spec`` (a suite of your own need not define any but ``grader``)."""
+    graders = getattr(spec, "turn_graders", None)
+    return tuple(graders) if graders else (spec.grader,)
 
 
 @runtime_checkable
@@ -189,6 +195,8 @@ class TurnRecord:
     wall_seconds: float
     context_chars: int
     error_type: str | None = None
+    trajectory: str | None = None
+    """This turn's trajectory, relative to the grid's output directory (one file per turn)."""
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> TurnRecord:

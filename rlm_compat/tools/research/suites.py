@@ -13,8 +13,8 @@ name              tasks                                 for
 ``paper-smoke``   sniah, oolong, pairs at 2^13 tokens   CI's cross-implementation grid (3 tasks)
 ``paper``         the same at 2^13 ... 2^18 tokens      the paper's Fig. 1 scaling (18 tasks)
 ``paper-beyond``  the same at 2^13 ... 2^20 tokens      past the paper's range (21 tasks)
-``turns-smoke``   followup and lookup at 10 k           tests of sessions and tools (2 tasks)
-``turns``         followup and lookup at 100 k ... 10 M  sessions vs a fresh run per turn (6 tasks)
+``turns-smoke``   followup, lookup at 10 k              tests of sessions and tools (2 tasks)
+``turns``         followup, lookup at 100 k ... 10 M     sessions vs a fresh run per turn (6 tasks)
 ================  ====================================  ===========================================
 
 Our four kinds are ``needle``, ``aggregate``, ``multihop`` and ``combine``; the paper-style ones

@@ -32,7 +32,7 @@ from rlm_compat.tools.research.graders import (
     parse_pairs,
 )
 from rlm_compat.tools.research.paper_tasks import LABELS, PAPER_SIZES
-from rlm_compat.tools.research.suites import OUR_KINDS, PAPER_KINDS, SUITES, load_suite
+from rlm_compat.tools.research.suites import OUR_KINDS, PAPER_KINDS, SUITES, TURN_KINDS, load_suite
 from rlm_compat.tools.research.tasks import KINDS, MIN_SIZE, SIZES, GeneratedTask, _build, task_from_id
 
 KIND_NAMES = sorted(KINDS)
@@ -335,7 +335,9 @@ def test_specs_and_suites_satisfy_the_shared_protocols() -> None:
 @pytest.mark.parametrize("name", sorted(SUITES))
 def test_every_suite_covers_every_kind_of_its_family(name: str) -> None:
     suite = load_suite(name)
-    family = PAPER_KINDS if name.startswith("paper") else OUR_KINDS
+    family = (
+        PAPER_KINDS if name.startswith("paper") else TURN_KINDS if name.startswith("turns") else OUR_KINDS
+    )
     assert {s.kind for s in suite.tasks()} == set(family)
     assert set(OUR_KINDS) | set(PAPER_KINDS) == set(KINDS)
     assert suite.version == "1"

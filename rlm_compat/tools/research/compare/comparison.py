@@ -70,6 +70,14 @@ def run_grid(
             record = RunRecord.from_json(cell.record)
             if cell.trajectory is not None and record.trajectory is not None:
                 (out / record.trajectory).write_text(cell.trajectory, encoding="utf-8")
+            known = {turn.trajectory for turn in record.turns}
+            for path, text in cell.more_trajectories.items():
+                if (
+                    path in known
+                    and path.startswith(f"{TRAJECTORIES}/")
+                    and "/" not in path[len(TRAJECTORIES) + 1 :]
+                ):
+                    (out / path).write_text(text, encoding="utf-8")
             if cell.logs and record.logs is not None:
                 for name, text in cell.logs.items():
                     target = out / record.logs / name

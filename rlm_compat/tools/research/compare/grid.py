@@ -26,7 +26,7 @@ from ....clients import LLMClient
 from ....errors import RLMError
 from ....profiles import QUIRKS, Profile
 from ...shared.tooling_errors import ToolError, ToolUsageError
-from ..base import RunRecord, RunSpec, Suite, TaskInstance, TaskSpec
+from ..base import RunRecord, RunSpec, Suite, TaskInstance, TaskSpec, turn_graders
 from .impls import IMPL_PREFIX, GridImplementation, TaskOutcome, run_driver_task
 from .turns import TurnSettings, run_turns, session_profile, turns_record
 
@@ -117,12 +117,15 @@ def trajectory_name(run_id: str) -> str:
 
 @dataclasses.dataclass(frozen=True)
 class CellResult:
-    """What a cell sends back to the grid's writer: the record line, the trajectory text and the
-    raw log files of an implementation's run (name -> text, written under ``record["logs"]``)."""
+    """What a cell sends back to the grid's writer: the record line, the trajectory text (a
+    multi-question run's first turn), the raw log files of an implementation's run (name -> text,
+    written under ``record["logs"]``) and the later turns' trajectories."""
 
     record: dict[str, Any]
     trajectory: str | None
     logs: dict[str, str] = dataclasses.field(default_factory=dict)
+    more_trajectories: dict[str, str] = dataclasses.field(default_factory=dict)
+    """A multi-question run's later turns: path (relative to the grid's directory) -> text."""
 
 
 class GridJob:
@@ -229,13 +232,20 @@ async def run_cell(job: GridJob, spec: RunSpec, trajectory_dir: Path | None = No
         job.repl_timeout,
         job.max_retries,
     )
-    name = trajectory_name(spec.run_id)
     with tempfile.TemporaryDirectory(prefix="rlm-cell-", dir=trajectory_dir) as scratch:
-        turns, errors, trajectory = await run_turns(
-            settings, client, task, task_spec.turn_graders, Path(scratch), persistent=persistent
+        turns, errors, texts = await run_turns(
+            settings, client, task, turn_graders(task_spec), Path(scratch), persistent=persistent
         )
-    record = turns_record(spec, task, turns, errors, f"trajectories/{name}" if trajectory else None)
-    return CellResult(record.to_json(), trajectory or None)
+    name = trajectory_name(spec.run_id)
+    if len(turns) == 1:
+        record = turns_record(spec, task, turns, errors, f"trajectories/{name}" if texts[0] else None)
+        return CellResult(record.to_json(), texts[0])
+    stem = name.removesuffix(".jsonl")
+    paths = [f"trajectories/{stem}.turn{i + 1}.jsonl" if text else None for i, text in enumerate(texts)]
+    turns = [dataclasses.replace(turn, trajectory=path) for turn, path in zip(turns, paths, strict=True)]
+    record = turns_record(spec, task, turns, errors, paths[0])
+    extra = {path: text for path, text in zip(paths[1:], texts[1:], strict=True) if path and text}
+    return CellResult(record.to_json(), texts[0], more_trajectories=extra)
 
 
 async def run_impl_cell(job: GridJob, spec: RunSpec, trajectory_dir: Path | None = None) -> CellResult:

@@ -70,7 +70,9 @@ def summarize(
             if group:
                 cells.append({"config": config, "size": size, **_figures(group)})
     graders = sorted({f"{r.grade.grader}@{r.grade.grader_version}" for r in records})
+    turns = _turns(order, by_config, sizes)
     return {
+        **({"turns": turns} if turns else {}),
         "schema": SUMMARY_SCHEMA,
         "schema_version": SUMMARY_VERSION,
         "suites": sorted({r.spec.suite for r in records}),
@@ -81,7 +83,6 @@ def summarize(
         "runs": len(records),
         "by_config": [{"config": c, **_figures(by_config[c])} for c in order],
         "cells": cells,
-        "turns": _turns(order, by_config, sizes),
         "ablation": _ablation(by_config),
         "ablation_by_size": [
             {"size": size, **row}

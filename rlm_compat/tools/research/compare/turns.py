@@ -60,9 +60,9 @@ async def run_turns(
     scratch: Path,
     *,
     persistent: bool,
-) -> tuple[list[TurnRecord], list[tuple[str | None, str | None]], str]:
-    """Ask each of ``task``'s questions; per turn its record, ``(error type, error)``, and the
-    trajectories of every turn, one after the other."""
+) -> tuple[list[TurnRecord], list[tuple[str | None, str | None]], list[str | None]]:
+    """Ask each of ``task``'s questions; per turn its record, ``(error type, error)`` and its
+    trajectory's text."""
     from ....core import RLM
 
     def make(path: Path) -> RLM:
@@ -84,7 +84,7 @@ async def run_turns(
     session = make(scratch / "turn-{run}.jsonl") if persistent else None
     turns: list[TurnRecord] = []
     errors: list[tuple[str | None, str | None]] = []
-    trajectories: list[str] = []
+    trajectories: list[str | None] = []
     try:
         for index, (query, grader) in enumerate(zip(task.queries, graders, strict=True)):
             rlm = session if session is not None else make(scratch / f"turn-{index}.jsonl")
@@ -92,8 +92,8 @@ async def run_turns(
             started = time.perf_counter()
             result = await rlm.atry_complete_result(query, context, query_as_context=False)
             wall = time.perf_counter() - started
-            if result.trajectory_path is not None and Path(result.trajectory_path).exists():
-                trajectories.append(Path(result.trajectory_path).read_text(encoding="utf-8"))
+            written = None if result.trajectory_path is None else Path(result.trajectory_path)
+            trajectories.append(written.read_text(encoding="utf-8") if written and written.exists() else None)
             stats = result.stats
             error_type = getattr(result, "error_type", None)
             turns.append(
@@ -114,7 +114,7 @@ async def run_turns(
     finally:
         if session is not None:
             session.close()
-    return turns, errors, "".join(trajectories)
+    return turns, errors, trajectories
 
 
 def turns_record(
