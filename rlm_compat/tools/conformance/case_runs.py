@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import time
 import types
 import unittest.mock
 from collections.abc import Callable, Mapping
@@ -22,9 +23,11 @@ __all__ = [
     "Backend",
     "NewRLM",
     "ScriptedModel",
+    "UnsupportedTask",
     "call_each",
     "encode_env",
     "error_of",
+    "lookup_tools",
     "run_executor_case",
     "run_loop_case",
     "run_parser_functions",
@@ -206,6 +209,60 @@ class Backend:
         """Protocol 2: run ``task["query"]`` over ``context`` through the implementation's own
         loop against ``task["model"]`` at ``task["api_base"]``; the ``task-result`` fields."""
         raise NotImplementedError(f"{self.implementation} has no task entry point in this driver")
+
+    def conversation(
+        self,
+        task: dict[str, Any],
+        context: str,
+        queries: list[str],
+        tools: list[Callable[..., Any]],
+        session: bool,
+    ) -> list[dict[str, Any]]:
+        """Protocol 2 with follow-ups or tools: one ``task-result``'s fields per question.
+
+        Here: a fresh run per question (:meth:`task` each time) and no tools; a backend whose
+        implementation has sessions or custom tools overrides this. What it cannot do raises
+        :class:`UnsupportedTask`, which the driver reports as the result's error.
+        """
+        if session:
+            raise UnsupportedTask(f"{self.implementation} has no persistent sessions in this driver")
+        if tools:
+            raise UnsupportedTask(f"{self.implementation} takes no custom tools in this driver")
+        turns = []
+        for query in queries:
+            started = time.monotonic()
+            turn = self.task({**task, "query": query}, context)
+            turns.append({**turn, "seconds": round(time.monotonic() - started, 6)})
+        return turns
+
+
+class UnsupportedTask(Exception):
+    """The implementation cannot run the task as asked (a session, tools): reported, not faked."""
+
+
+def lookup_tools(specs: Any) -> list[Callable[[str], str]]:
+    """Protocol 2's ``tools``: each ``{name, description, parameter, table}`` as a function of one
+    string returning the table's value (``KeyError`` for a key it does not hold)."""
+    if not isinstance(specs, list):
+        raise ValueError("tools must be a list")
+    out: list[Callable[[str], str]] = []
+    for spec in specs:
+        if not isinstance(spec, dict) or not isinstance(spec.get("table"), dict):
+            raise ValueError("a tool needs name, description, parameter and a table")
+        name, table = str(spec["name"]), {str(k): str(v) for k, v in spec["table"].items()}
+        if not name.isidentifier():
+            raise ValueError(f"tool name {name!r} is not an identifier")
+
+        def lookup(key: str, _table: dict[str, str] = table, _name: str = name) -> str:
+            if not isinstance(key, str) or key not in _table:
+                raise KeyError(f"{_name}: no entry for {key!r}")
+            return _table[key]
+
+        lookup.__name__ = lookup.__qualname__ = name
+        lookup.__doc__ = str(spec.get("description") or "")
+        lookup.__annotations__ = {str(spec.get("parameter") or "key"): "str", "return": "str"}
+        out.append(lookup)
+    return out
 
 
 def task_outcome(

@@ -61,7 +61,7 @@ if not __package__:  # run as a script (or re-imported by a multiprocessing spaw
     __package__ = standalone_package()
 
 from .case_isolation import Emit, Event, assemble_loop, assemble_repl, run_forked, run_inline  # noqa: E402
-from .case_runs import Backend, error_of  # noqa: E402
+from .case_runs import Backend, UnsupportedTask, error_of, lookup_tools  # noqa: E402
 from .peer_backends import BACKENDS  # noqa: E402
 
 PROTOCOL_VERSION = 1
@@ -148,16 +148,40 @@ class Driver:
             raise ProtocolViolation("a task message needs a string id and a string query")
         if not isinstance(message.get("context_file"), str) or not isinstance(message.get("model"), str):
             raise ProtocolViolation("a task message needs context_file (a path) and model (a name)")
+        followups, tools = message.get("followups") or [], message.get("tools") or []
+        if not isinstance(followups, list) or not all(isinstance(q, str) for q in followups):
+            raise ProtocolViolation("a task message's followups must be a list of strings")
         reply: dict[str, Any] = {"type": "task-result", "id": message["id"]}
         started = time.monotonic()
         try:
             context = Path(message["context_file"]).read_text(encoding="utf-8")
-            outcome = self.backend.task(message, context)
+            if followups or tools or message.get("session"):
+                outcome = self._conversation(message, context, [message["query"], *followups], tools)
+            else:
+                outcome = self.backend.task(message, context)
+        except UnsupportedTask as exc:
+            outcome = {"answer": None, "error": {"type": "UnsupportedTask", "message": str(exc)}}
         except Exception as exc:
             outcome = {"answer": None, "error": error_of(exc)}
         reply.update(outcome)
         reply["seconds"] = round(time.monotonic() - started, 6)
         return reply
+
+    def _conversation(
+        self, message: dict[str, Any], context: str, queries: list[str], tools: Any
+    ) -> dict[str, Any]:
+        """Every question in turn (``turns``); the answer is the last turn's, figures the sums."""
+        turns = self.backend.conversation(
+            message, context, queries, lookup_tools(tools), bool(message.get("session"))
+        )
+        outcome: dict[str, Any] = {"answer": turns[-1].get("answer") if turns else None, "turns": turns}
+        for key in ("iterations", "calls", "prompt_tokens", "completion_tokens", "cost_usd"):
+            figures = [t.get(key) for t in turns if isinstance(t.get(key), (int, float))]
+            outcome[key] = sum(figures) if figures else None
+        error = next((t["error"] for t in turns if t.get("error")), None)
+        if error is not None:
+            outcome["error"] = error
+        return outcome
 
     def _one(self, kind: str, case: dict[str, Any]) -> dict[str, Any]:
         backend = self.backend

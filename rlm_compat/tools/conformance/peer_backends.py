@@ -14,6 +14,7 @@ import importlib.metadata
 import os
 import platform
 import sys
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -22,6 +23,7 @@ from . import values
 from .case_isolation import Emit, Event
 from .case_runs import (
     Backend,
+    UnsupportedTask,
     call_each,
     encode_env,
     error_of,
@@ -186,6 +188,37 @@ class RlmsBackend(ImportedBackend):
         """``RLM(backend="openai").completion(context, root_prompt=query)``: the OpenAI client at
         ``api_base`` (a model ``openai/NAME`` is NAME there); iterations as its logger counts them
         (0.1.3 never fires ``on_iteration_start``), its JSONL trajectory written into ``log_dir``."""
+        rlm, logger = self._rlm(task, [], persistent=False)
+        return self._completion(rlm, logger, context, task["query"])
+
+    def conversation(
+        self,
+        task: dict[str, Any],
+        context: str,
+        queries: list[str],
+        tools: list[Callable[..., Any]],
+        session: bool,
+    ) -> list[dict[str, Any]]:
+        """Each question in turn: one ``RLM(persistent=True)`` for a session (the context given with
+        the first question; later ones give an empty context, ``context_0`` stays ``context``), or
+        a fresh RLM per question given the context; tools as rlms' ``custom_tools``."""
+        turns = []
+        rlm, logger = self._rlm(task, tools, persistent=session)
+        try:
+            for index, query in enumerate(queries):
+                if index and not session:
+                    rlm, logger = self._rlm(task, tools, persistent=False)
+                started = time.monotonic()
+                turn = self._completion(rlm, logger, context if index == 0 or not session else "", query)
+                turns.append({**turn, "seconds": round(time.monotonic() - started, 6)})
+        finally:
+            if session:
+                rlm.close()
+        return turns
+
+    def _rlm(
+        self, task: dict[str, Any], tools: list[Callable[..., Any]], *, persistent: bool
+    ) -> tuple[Any, Any]:
         core = importlib.import_module("rlm")
         logger_module = importlib.import_module("rlm.logger")
         model = str(task["model"])
@@ -197,14 +230,22 @@ class RlmsBackend(ImportedBackend):
         if task.get("api_key"):
             kwargs["api_key"] = task["api_key"]
         logger = logger_module.RLMLogger(log_dir=task.get("log_dir") or None)
+        options: dict[str, Any] = {"persistent": True} if persistent else {}
+        if tools:
+            options["custom_tools"] = {t.__name__: {"tool": t, "description": t.__doc__ or ""} for t in tools}
         rlm = core.RLM(
             backend="openai",
             backend_kwargs=kwargs,
             max_iterations=int(task.get("max_iterations", 30)),
             logger=logger,
+            **options,
         )
+        return rlm, logger
+
+    @staticmethod
+    def _completion(rlm: Any, logger: Any, context: str, query: str) -> dict[str, Any]:
         try:
-            result = rlm.completion(context, root_prompt=task["query"])
+            result = rlm.completion(context, root_prompt=query)
         except Exception as exc:
             return {**task_outcome(None, {"iterations": logger.iteration_count}), "error": error_of(exc)}
         usage = result.usage_summary
@@ -293,7 +334,9 @@ class DspyBackend(ImportedBackend):
         ]
         return lambda: interpreter.PythonInterpreter(deno_command=command)
 
-    def task(self, task: dict[str, Any], context: str) -> dict[str, Any]:
+    def task(
+        self, task: dict[str, Any], context: str, tools: list[Callable[..., Any]] | None = None
+    ) -> dict[str, Any]:
         dspy = importlib.import_module("dspy")
         kwargs = {k: task[k] for k in ("api_base", "api_key") if task.get(k)}
         lm = dspy.LM(task["model"], cache=False, **kwargs)
@@ -301,6 +344,7 @@ class DspyBackend(ImportedBackend):
             "context, query -> answer",
             max_iters=int(task.get("max_iterations", 30)),
             interpreter_factory=self._interpreter_factory(),
+            **({"tools": list(tools)} if tools else {}),
         )
         try:
             with dspy.context(lm=lm):
@@ -310,6 +354,25 @@ class DspyBackend(ImportedBackend):
         stats = self._usage(lm)
         stats["iterations"] = len(getattr(prediction, "trajectory", None) or [])
         return task_outcome(getattr(prediction, "answer", None), stats)
+
+    def conversation(
+        self,
+        task: dict[str, Any],
+        context: str,
+        queries: list[str],
+        tools: list[Callable[..., Any]],
+        session: bool,
+    ) -> list[dict[str, Any]]:
+        """A fresh ``dspy.RLM`` per question, tools as its ``tools``; no sessions: 3.4.1's RLM
+        keeps no interpreter between calls (3.5's History keeps messages, not variables)."""
+        if session:
+            raise UnsupportedTask("dspy.RLM 3.4.1 keeps no interpreter (no variables) between calls")
+        turns = []
+        for query in queries:
+            started = time.monotonic()
+            turn = self.task({**task, "query": query}, context, tools)
+            turns.append({**turn, "seconds": round(time.monotonic() - started, 6)})
+        return turns
 
     @staticmethod
     def _usage(lm: Any) -> dict[str, Any]:

@@ -24,10 +24,12 @@ import jsonschema
 import pytest
 
 from rlm_compat.tools.cli import main
+from rlm_compat.tools.conformance.case_runs import lookup_tools
 from rlm_compat.tools.conformance.driver import Backend, Driver, ProtocolViolation
 from rlm_compat.tools.conformance.protocol import SCHEMA_PATH
 from rlm_compat.tools.research.base import RunRecord
 from rlm_compat.tools.research.compare.impls import hello_message, task_message
+from rlm_compat.tools.research.compare.turns import task_extra
 from rlm_compat.tools.research.paper_tasks import PAPER_SIZES
 from rlm_compat.tools.research.suites import TaskSuite
 from rlm_compat.tools.research.tasks import GeneratedTask, task_from_id
@@ -206,6 +208,46 @@ def test_protocol_2_adds_the_task_message_and_protocol_1_stays_as_it_was(tmp_pat
         Driver(_Echo(), fork=False).handle({"type": "hello", "protocol": 3})
 
 
+def test_follow_ups_sessions_and_tools_are_optional_task_fields(tmp_path: Path) -> None:
+    context = tmp_path / "context.txt"
+    context.write_text("x" * 10, encoding="utf-8")
+    built = GeneratedTask("lookup", 2_000).build()
+    base = task_message(
+        query="q",
+        context_file=context,
+        model="m",
+        api_base=None,
+        api_key=None,
+        max_iterations=3,
+        log_dir=tmp_path,
+    )
+    plain = {**base, **task_extra(GeneratedTask("needle", 2_000).build(), False)}
+    assert plain == base  # a one-question task without tools: the message it always was
+    driver = Driver(_Echo(), fork=False)
+    driver.handle({"type": "hello", "protocol": 2})
+    followups = {
+        **base,
+        **task_extra(GeneratedTask("followup", 2_000).build(), False),
+        "followups": ["a", "b"],
+    }
+    _valid("taskMessage", followups)
+    reply = driver.handle(followups)
+    assert reply is not None and [t["answer"] for t in reply["turns"]] == ["q:10", "a:10", "b:10"]
+    assert reply["answer"] == "b:10" and reply["iterations"] == 3
+    _valid("taskResult", reply)
+    for extra in ({"session": True}, task_extra(built, False)):  # the echo backend has neither
+        message = {**base, **extra}
+        _valid("taskMessage", message)
+        refused = driver.handle(message)
+        assert refused is not None and refused["answer"] is None
+        assert refused["error"]["type"] == "UnsupportedTask"
+    (tool,) = lookup_tools(task_extra(built, True)["tools"])
+    code, city = built.tools[0].table[0]
+    assert tool.__name__ == "warehouse_city" and tool(code) == city
+    with pytest.raises(KeyError, match="no entry for 'W-1'"):
+        tool("W-1")
+
+
 # --- the real peers (default Python in CI) --------------------------------------------------------
 
 PEERS = os.environ.get("RLM_COMPAT_IMPL_TESTS") == "1"
@@ -232,6 +274,13 @@ def _target(tmp_path: Path, requirement: str) -> Path:
     return target
 
 
+@pytest.fixture(scope="module")
+def peer_code(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """recursive-llm 0.5.0's and rlms' code, fetched once for the module's peer tests."""
+    where = tmp_path_factory.mktemp("peers")
+    return {name: _target(where, name) for name in ("recursive-llm==0.5.0", "rlms==0.1.3")}
+
+
 def oolong_smoke() -> TaskSuite:
     """CI's smoke suite for the peers: the OOLONG-style task alone (each peer's driver imports
     litellm, seconds each, so one task per implementation keeps CI's budget). ``paper-smoke``
@@ -239,14 +288,15 @@ def oolong_smoke() -> TaskSuite:
     return TaskSuite("paper-smoke-oolong", "1", (GeneratedTask("oolong", PAPER_SIZES["2^13t"]),))
 
 
+@pytest.mark.xdist_group("peer-code")
 @pytest.mark.skipif(not PEERS, reason="set RLM_COMPAT_IMPL_TESTS=1 (CI does, on the default Python)")
-def test_the_peers_run_the_paper_smoke_suite_end_to_end(tmp_path: Path) -> None:
+def test_the_peers_run_the_paper_smoke_suite_end_to_end(tmp_path: Path, peer_code: dict[str, Path]) -> None:
     checkout = os.environ.get("RLM_COMPAT_UPSTREAM")
     _need(
         bool(checkout) and (Path(str(checkout)) / "src" / "rlm").is_dir(),
         "RLM_COMPAT_UPSTREAM is no checkout",
     )
-    rl050, rlms = _target(tmp_path, "recursive-llm==0.5.0"), _target(tmp_path, "rlms==0.1.3")
+    rl050, rlms = peer_code["recursive-llm==0.5.0"], peer_code["rlms==0.1.3"]
     out = tmp_path / "grid"
     python = sys.executable
     code = main(
@@ -292,6 +342,36 @@ def test_the_peers_run_the_paper_smoke_suite_end_to_end(tmp_path: Path) -> None:
     assert ysz_oolong.answer == "0" and 0 < (ysz_oolong.grade.score or 0) < 1
     rlms_logs = [r.logs for r in runs["impl:rlms"]]
     assert all(logs and list((out / logs).glob("rlm_*.jsonl")) for logs in rlms_logs)  # its own logger's
+
+
+@pytest.mark.xdist_group("peer-code")
+@pytest.mark.skipif(not PEERS, reason="set RLM_COMPAT_IMPL_TESTS=1 (CI does, on the default Python)")
+def test_rlms_answers_follow_ups_in_its_session_and_calls_the_tool(
+    tmp_path: Path, peer_code: dict[str, Path]
+) -> None:
+    """rlms' ``persistent=True`` and ``custom_tools`` through the protocol's optional fields;
+    recursive-llm 0.5.0, which has neither, runs follow-ups fresh and refuses the tool."""
+    rl050, rlms = peer_code["recursive-llm==0.5.0"], peer_code["rlms==0.1.3"]
+    out = tmp_path / "grid"
+    python = sys.executable
+    code = main(
+        [
+            *("compare", "--suite", "turns-smoke", "--impl", f"rlms={python}"),
+            *("--impl", f"recursive-llm-0.5.0={python}", "--impl-path", f"rlms={rlms}"),
+            *("--impl-path", f"recursive-llm-0.5.0={rl050}", "--config", "session:impl:rlms"),
+            *("--time-limit", "120", "--out", str(out), "--no-progress"),
+        ]
+    )
+    assert code == 0
+    runs = {(r.spec.task_id.split("-")[0], r.spec.config): r for rs in _records(out).values() for r in rs}
+    for kind in ("followup", "lookup"):
+        session = runs[(kind, "session:impl:rlms")]
+        assert session.grade.passed and session.error_type is None, (session.answer, session.error)
+    assert [t.context_chars for t in runs[("followup", "session:impl:rlms")].turns] == [10_000, 0, 0]
+    fresh = runs[("followup", "impl:recursive-llm-0.5.0")]
+    assert fresh.grade.passed and [t.context_chars for t in fresh.turns] == [10_000] * 3
+    refused = runs[("lookup", "impl:recursive-llm-0.5.0")]
+    assert refused.error_type == "UnsupportedTask" and not refused.grade.passed
 
 
 # --- dialects: the same policy in each implementation's conventions ------------------------------

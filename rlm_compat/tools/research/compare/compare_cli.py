@@ -196,6 +196,11 @@ def _configs(args: argparse.Namespace, impls: list[Any]) -> list[Any]:
     configs += [impl_config(impl.name) for impl in impls]
     if len({impl.name for impl in impls}) != len(impls):
         raise ToolUsageError("an --impl NAME is given twice: each implementation is one column")
+    given = {impl_config(impl.name) for impl in impls}
+    for config in configs:
+        if config.startswith("session:impl:") and config.removeprefix("session:") not in given:
+            name = config.removeprefix("session:impl:")
+            raise ToolUsageError(f"--config {config} needs --impl {name}: a session column of an implementation")
     return configs
 
 

@@ -28,11 +28,18 @@ from ....profiles import QUIRKS, Profile
 from ...shared.tooling_errors import ToolError, ToolUsageError
 from ..base import RunRecord, RunSpec, Suite, TaskInstance, TaskSpec, turn_graders
 from .impls import IMPL_PREFIX, GridImplementation, TaskOutcome, run_driver_task
-from .turns import TurnSettings, run_turns, session_profile, turns_record
+from .turns import (
+    TurnSettings,
+    outcome_of_turns,
+    run_turns,
+    session_profile,
+    task_extra,
+    turns_of_outcome,
+    turns_record,
+)
 
 __all__ = [
     "SCRIPTED",
-    "UNSUPPORTED_TASK",
     "CellResult",
     "GridError",
     "GridJob",
@@ -50,11 +57,6 @@ SCRIPTED = "scripted"
 
 PolicyFactory = Callable[[TaskInstance, RunSpec], "LLMClient | None"]
 """``(task, spec) -> client``: the client of one cell; None means the RLM's litellm client."""
-
-
-UNSUPPORTED_TASK = "UnsupportedTask"
-"""The ``error_type`` of an implementation's run over a task its protocol cannot send (follow-up
-questions, tools): a record saying so, never one question of it graded as the whole task."""
 
 
 class GridError(ToolError):
@@ -81,7 +83,9 @@ def expand_configs(configs: Sequence[str], *, ablation: bool = False) -> list[st
         raise ToolUsageError("give at least one --config (e.g. --config fixed --config upstream)")
     out: list[str] = []
     for spec in wanted:
-        Profile.named(session_profile(spec)[1])  # raises ConfigurationError naming the known switches
+        inner = session_profile(spec)[1]
+        if not inner.startswith(IMPL_PREFIX):  # session:impl:NAME: checked against the --impl list
+            Profile.named(inner)  # raises ConfigurationError naming the known switches
         if spec not in out:
             out.append(spec)
     return out
@@ -216,7 +220,7 @@ async def run_cell(job: GridJob, spec: RunSpec, trajectory_dir: Path | None = No
     exception: a grid measures failures too. Trajectories are written to a scratch directory and
     returned as text, so the caller decides where they live.
     """
-    if spec.config.startswith(IMPL_PREFIX):
+    if session_profile(spec.config)[1].startswith(IMPL_PREFIX):
         return await run_impl_cell(job, spec, trajectory_dir)
     task_spec = job.task_spec(spec.task_id)
     task = await asyncio.to_thread(job.task, spec.task_id)  # a big corpus must not stall the loop
@@ -257,7 +261,8 @@ async def run_impl_cell(job: GridJob, spec: RunSpec, trajectory_dir: Path | None
     """
     from .endpoint import SCRIPTED_ENDPOINT_MODEL, PolicyEndpoint
 
-    name = spec.config[len(IMPL_PREFIX) :]
+    persistent, config = session_profile(spec.config)
+    name = config[len(IMPL_PREFIX) :]
     impl = job.implementations.get(name)
     if impl is None:
         raise GridError(f"the grid has no implementation {name!r} for {spec.run_id}: give --impl {name}")
@@ -278,15 +283,26 @@ async def run_impl_cell(job: GridJob, spec: RunSpec, trajectory_dir: Path | None
         model = SCRIPTED_ENDPOINT_MODEL if scripted else spec.model
         api_base = endpoint.base_url if endpoint is not None else job.api_base
         api_key = "scripted-endpoint-needs-no-key" if scripted else job.api_key
+        conversation = bool(task.followups or task.tools or persistent)
         if scripted and endpoint is None:
             pass
-        elif task.followups or task.tools:
-            outcome = TaskOutcome(
-                None,
-                error_type=UNSUPPORTED_TASK,
-                error=f"{spec.task_id} has follow-up questions or tools, which protocol 2's task message "
-                "does not carry yet: run it with rlm_compat's configs (fixed, session:fixed)",
+        elif impl.start == "in-process" and conversation:
+            settings = TurnSettings(
+                model,
+                "fixed",
+                api_base,
+                api_key,
+                job.max_iterations,
+                job.isolation,
+                job.repl_timeout,
+                job.max_retries,
             )
+            graders = turn_graders(task_spec)
+            turns, errors, texts = await run_turns(
+                settings, None, task, graders, scratch, persistent=persistent
+            )
+            outcome = outcome_of_turns(turns_record(spec, task, turns, errors, None), turns)
+            trajectory = texts[0]
         elif impl.start == "in-process":
             try:
                 outcome, trajectory = await _run_rlm_compat(job, task, model, api_base, api_key, scratch)
@@ -306,6 +322,7 @@ async def run_impl_cell(job: GridJob, spec: RunSpec, trajectory_dir: Path | None
                 max_iterations=job.max_iterations,
                 time_limit=job.time_limit,
                 log_dir=scratch / "log",
+                extra=task_extra(task, persistent),
             )
         wall = time.perf_counter() - started
         logs = _collect_logs(scratch / "log")
@@ -317,11 +334,20 @@ async def run_impl_cell(job: GridJob, spec: RunSpec, trajectory_dir: Path | None
             else (outcome.calls or 0, outcome.prompt_tokens or 0, outcome.completion_tokens or 0)
         )
     run_name = trajectory_name(spec.run_id)
+    turns = turns_of_outcome(outcome.turns, turn_graders(task_spec), task.size, persistent)
+    grade = (
+        turns_record(spec, task, turns, [], None).grade if turns else task_spec.grader.grade(outcome.answer)
+    )
+    if len(task.queries) > 1 and not turns:  # no turn came back: no question of it is graded as the whole
+        grade = dataclasses.replace(
+            grade, passed=False, score=0.0, reason=f"no turns reported; {grade.reason}"
+        )
     record = RunRecord(
         spec=spec,
         corpus_sha256=task.corpus_sha256,
         answer=outcome.answer,
-        grade=task_spec.grader.grade(outcome.answer),
+        grade=grade,
+        turns=tuple(turns) if len(turns) > 1 else (),
         iterations=int(outcome.iterations or 0),
         calls=calls,
         prompt_tokens=prompt_tokens,

@@ -241,6 +241,8 @@ class TaskOutcome:
     error_type: str | None = None
     error: str | None = None
     info: dict[str, Any] = dataclasses.field(default_factory=dict)
+    turns: tuple[dict[str, Any], ...] = ()
+    """Per question of a multi-question task, as the driver reported it (``taskResult.turns``)."""
 
 
 def run_driver_task(
@@ -254,8 +256,10 @@ def run_driver_task(
     max_iterations: int,
     time_limit: float,
     log_dir: Path,
+    extra: dict[str, Any] | None = None,
 ) -> TaskOutcome:
     """Start ``impl``'s driver, say hello (protocol 2), send the task, wait for its result.
+    ``extra``: the task message's optional fields (``followups``, ``session``, ``tools``).
 
     Everything the driver writes to stderr goes to ``log_dir/stderr.log``. Failing to start,
     exiting, a protocol error or no result within ``time_limit`` seconds (the process group is
@@ -287,7 +291,17 @@ def run_driver_task(
         outcome = TaskOutcome(None, error_type="Crash", error="the runner failed")
         try:
             outcome = _converse(
-                proc, impl, query, context_file, model, api_base, api_key, max_iterations, time_limit, log_dir
+                proc,
+                impl,
+                query,
+                context_file,
+                model,
+                api_base,
+                api_key,
+                max_iterations,
+                time_limit,
+                log_dir,
+                extra or {},
             )
             return outcome
         finally:
@@ -305,6 +319,7 @@ def _converse(
     max_iterations: int,
     time_limit: float,
     log_dir: Path,
+    extra: dict[str, Any],
 ) -> TaskOutcome:
     lines = _Lines(proc)
     hello = hello_message(time_limit)
@@ -317,6 +332,7 @@ def _converse(
         max_iterations=max_iterations,
         log_dir=log_dir,
     )
+    task.update(extra)
     try:
         _send(proc, hello)
         greeting = lines.next(_HELLO_LIMIT, "the hello reply", log_dir)
@@ -359,6 +375,7 @@ def _converse(
         error_type=str(error.get("type", "Error")) if isinstance(error, dict) else None,
         error=str(error.get("message", "")) if isinstance(error, dict) else None,
         info=info,
+        turns=tuple(t for t in result.get("turns") or () if isinstance(t, dict)),
     )
 
 

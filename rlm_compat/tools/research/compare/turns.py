@@ -18,8 +18,22 @@ from typing import Any
 from ....clients import LLMClient
 from ....profiles import Profile
 from ..base import Grade, Grader, RunRecord, RunSpec, TaskInstance, TurnRecord
+from .impls import TaskOutcome
 
-__all__ = ["SESSION_PREFIX", "TurnSettings", "run_turns", "session_profile", "turns_record"]
+__all__ = [
+    "SESSION_PREFIX",
+    "UNSUPPORTED_TASK",
+    "TurnSettings",
+    "outcome_of_turns",
+    "run_turns",
+    "session_profile",
+    "task_extra",
+    "turns_of_outcome",
+    "turns_record",
+]
+
+UNSUPPORTED_TASK = "UnsupportedTask"
+"""The ``error_type`` a driver reports for a task it cannot run as asked (a session, tools)."""
 
 SESSION_PREFIX = "session:"
 """A grid config asking a task's questions in one persistent session: ``session:fixed``."""
@@ -155,4 +169,74 @@ def turns_record(
         error=first_error[1],
         trajectory=trajectory,
         turns=tuple(turns) if len(turns) > 1 else (),
+    )
+
+
+def task_extra(task: TaskInstance, persistent: bool) -> dict[str, Any]:
+    """Protocol 2's optional task fields for ``task`` (none for a one-question task without tools,
+    so such a message is what it always was)."""
+    extra: dict[str, Any] = {}
+    if task.followups:
+        extra["followups"] = list(task.followups)
+    if persistent:
+        extra["session"] = True
+    if task.tools:
+        extra["tools"] = [tool.to_json() for tool in task.tools]
+    return extra
+
+
+def _number(turn: dict[str, Any], key: str) -> int:
+    value = turn.get(key)
+    return int(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else 0
+
+
+def turns_of_outcome(
+    raw: Sequence[dict[str, Any]], graders: Sequence[Grader], size: int, persistent: bool
+) -> list[TurnRecord]:
+    """A driver's ``turns`` as graded turn records (at most one per question; extra ones ignored)."""
+    out = []
+    for index, (turn, grader) in enumerate(zip(raw, graders, strict=False)):
+        answer = turn.get("answer")
+        answer = answer if isinstance(answer, str) else None
+        error = turn.get("error")
+        seconds = turn.get("seconds")
+        out.append(
+            TurnRecord(
+                index=index,
+                answer=answer,
+                grade=grader.grade(answer),
+                iterations=_number(turn, "iterations"),
+                calls=_number(turn, "calls"),
+                prompt_tokens=_number(turn, "prompt_tokens"),
+                completion_tokens=_number(turn, "completion_tokens"),
+                wall_seconds=round(float(seconds), 6) if isinstance(seconds, (int, float)) else 0.0,
+                context_chars=size if index == 0 or not persistent else 0,
+                error_type=str(error.get("type", "Error")) if isinstance(error, dict) else None,
+            )
+        )
+    return out
+
+
+def outcome_of_turns(record: RunRecord, turns: Sequence[TurnRecord]) -> TaskOutcome:
+    """rlm_compat's own turns in the shape a driver reports them (``taskResult`` with ``turns``)."""
+    return TaskOutcome(
+        answer=record.answer,
+        iterations=record.iterations,
+        calls=record.calls,
+        prompt_tokens=record.prompt_tokens,
+        completion_tokens=record.completion_tokens,
+        error_type=record.error_type,
+        error=record.error,
+        turns=tuple(
+            {
+                "answer": t.answer,
+                "iterations": t.iterations,
+                "calls": t.calls,
+                "prompt_tokens": t.prompt_tokens,
+                "completion_tokens": t.completion_tokens,
+                "seconds": t.wall_seconds,
+                **({"error": {"type": t.error_type, "message": ""}} if t.error_type else {}),
+            }
+            for t in turns
+        ),
     )
