@@ -15,8 +15,8 @@ from rlm_compat.tools.cli import main
 from rlm_compat.tools.research.base import RunRecord, RunSpec, TaskInstance
 from rlm_compat.tools.research.compare.comparison import run_grid
 from rlm_compat.tools.research.compare.executors import LocalExecutor
-from rlm_compat.tools.research.compare.grid import UNSUPPORTED_TASK, GridJob, plan, run_impl_cell
-from rlm_compat.tools.research.compare.impls import GridImplementation
+from rlm_compat.tools.research.compare.grid import GridJob, plan
+from rlm_compat.tools.research.compare.impls import IMPLEMENTATIONS
 from rlm_compat.tools.research.suites import load_suite
 from rlm_compat.tools.research.task_policies import policy_for
 from rlm_compat.tools.research.tasks import GeneratedTask
@@ -158,11 +158,17 @@ def test_a_session_under_upstream_finals_a_stale_answer(tmp_path: Path) -> None:
     assert by_config["upstream"].grade.passed
 
 
-async def test_an_implementation_cell_refuses_a_task_its_protocol_cannot_carry(tmp_path: Path) -> None:
+def test_rlm_compat_as_an_implementation_runs_sessions_through_the_scripted_endpoint(tmp_path: Path) -> None:
+    """``impl:rlm_compat`` and ``session:impl:rlm_compat``: through litellm to the loopback
+    endpoint serving the policy, figures counted there; per-turn records like the profiles'."""
     suite = load_suite("turns-smoke")
-    impl = GridImplementation("never-started", "a command that must not run", "command", command=("false",))
-    job = GridJob(suite, lambda task, spec: None, implementations={"never-started": impl})
-    for task in suite.tasks():
-        spec = RunSpec(suite.name, task.task_id, "impl:never-started", "openai/x")
-        result = await run_impl_cell(job, spec, tmp_path)
-        assert result.record["error_type"] == UNSUPPORTED_TASK and not result.record["grade"]["passed"]
+    impls = {"rlm_compat": IMPLEMENTATIONS["rlm_compat"]}
+    job = GridJob(suite, lambda task, spec: None, implementations=impls)
+    specs = plan(suite, ["impl:rlm_compat", "session:impl:rlm_compat"], "scripted", 1)
+    outcome = run_grid(job, specs, tmp_path, LocalExecutor(2), progress=False, charts=False)
+    runs = {(r.spec.task_id.split("-")[0], r.spec.config): r for r in outcome.records}
+    assert all(r.grade.passed and r.error_type is None for r in runs.values()), runs
+    assert [t.context_chars for t in runs[("followup", "impl:rlm_compat")].turns] == [10_000] * 3
+    session = runs[("followup", "session:impl:rlm_compat")]
+    assert [t.context_chars for t in session.turns] == [10_000, 0, 0]
+    assert session.calls == 4 and session.prompt_tokens > 0  # counted at the endpoint

@@ -200,7 +200,9 @@ def _configs(args: argparse.Namespace, impls: list[Any]) -> list[Any]:
     for config in configs:
         if config.startswith("session:impl:") and config.removeprefix("session:") not in given:
             name = config.removeprefix("session:impl:")
-            raise ToolUsageError(f"--config {config} needs --impl {name}: a session column of an implementation")
+            raise ToolUsageError(
+                f"--config {config} needs --impl {name}: a session column of an implementation"
+            )
     return configs
 
 

@@ -20,7 +20,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ....clients import LLMClient
 from ....errors import RLMError
@@ -30,13 +30,16 @@ from ..base import RunRecord, RunSpec, Suite, TaskInstance, TaskSpec, turn_grade
 from .impls import IMPL_PREFIX, GridImplementation, TaskOutcome, run_driver_task
 from .turns import (
     TurnSettings,
-    outcome_of_turns,
+    graded_turns,
+    rlm_compat_turns,
     run_turns,
     session_profile,
     task_extra,
-    turns_of_outcome,
     turns_record,
 )
+
+if TYPE_CHECKING:
+    pass
 
 __all__ = [
     "SCRIPTED",
@@ -283,29 +286,12 @@ async def run_impl_cell(job: GridJob, spec: RunSpec, trajectory_dir: Path | None
         model = SCRIPTED_ENDPOINT_MODEL if scripted else spec.model
         api_base = endpoint.base_url if endpoint is not None else job.api_base
         api_key = "scripted-endpoint-needs-no-key" if scripted else job.api_key
-        conversation = bool(task.followups or task.tools or persistent)
         if scripted and endpoint is None:
             pass
-        elif impl.start == "in-process" and conversation:
-            settings = TurnSettings(
-                model,
-                "fixed",
-                api_base,
-                api_key,
-                job.max_iterations,
-                job.isolation,
-                job.repl_timeout,
-                job.max_retries,
-            )
-            graders = turn_graders(task_spec)
-            turns, errors, texts = await run_turns(
-                settings, None, task, graders, scratch, persistent=persistent
-            )
-            outcome = outcome_of_turns(turns_record(spec, task, turns, errors, None), turns)
-            trajectory = texts[0]
         elif impl.start == "in-process":
+            where = (model, api_base, api_key)
             try:
-                outcome, trajectory = await _run_rlm_compat(job, task, model, api_base, api_key, scratch)
+                outcome, trajectory = await _run_rlm_compat(job, spec, task, where, scratch, persistent)
             except (RLMError, ToolError) as exc:
                 outcome = TaskOutcome(None, error_type=type(exc).__name__, error=str(exc))
         else:
@@ -325,49 +311,55 @@ async def run_impl_cell(job: GridJob, spec: RunSpec, trajectory_dir: Path | None
                 extra=task_extra(task, persistent),
             )
         wall = time.perf_counter() - started
-        logs = _collect_logs(scratch / "log")
-        if endpoint is not None and endpoint.server.requests:
-            logs["endpoint.jsonl"] = endpoint.transcript()
-        calls, prompt_tokens, completion_tokens = (
-            endpoint.usage()
-            if endpoint is not None
-            else (outcome.calls or 0, outcome.prompt_tokens or 0, outcome.completion_tokens or 0)
-        )
+        logs, (calls, prompt_tokens, completion_tokens) = _logs_and_usage(scratch, endpoint, outcome)
     run_name = trajectory_name(spec.run_id)
-    turns = turns_of_outcome(outcome.turns, turn_graders(task_spec), task.size, persistent)
-    grade = (
-        turns_record(spec, task, turns, [], None).grade if turns else task_spec.grader.grade(outcome.answer)
-    )
-    if len(task.queries) > 1 and not turns:  # no turn came back: no question of it is graded as the whole
-        grade = dataclasses.replace(
-            grade, passed=False, score=0.0, reason=f"no turns reported; {grade.reason}"
-        )
+    turns, grade = graded_turns(spec, task, turn_graders(task_spec), outcome, persistent=persistent)
     record = RunRecord(
-        spec=spec,
-        corpus_sha256=task.corpus_sha256,
-        answer=outcome.answer,
-        grade=grade,
-        turns=tuple(turns) if len(turns) > 1 else (),
-        iterations=int(outcome.iterations or 0),
-        calls=calls,
-        prompt_tokens=prompt_tokens,
-        completion_tokens=completion_tokens,
-        wall_seconds=round(wall, 6),
-        error_type=outcome.error_type,
-        error=outcome.error,
-        trajectory=f"trajectories/{run_name}" if trajectory is not None else None,
-        cost_usd=outcome.cost_usd,
-        logs=f"logs/{run_name.removesuffix('.jsonl')}" if logs else None,
+        spec,
+        task.corpus_sha256,
+        outcome.answer,
+        grade,
+        int(outcome.iterations or 0),
+        calls,
+        prompt_tokens,
+        completion_tokens,
+        round(wall, 6),
+        outcome.error_type,
+        outcome.error,
+        f"trajectories/{run_name}" if trajectory is not None else None,
+        outcome.cost_usd,
+        f"logs/{run_name.removesuffix('.jsonl')}" if logs else None,
+        tuple(turns) if len(turns) > 1 else (),
     )
     return CellResult(record.to_json(), trajectory, logs)
 
 
 async def _run_rlm_compat(
-    job: GridJob, task: TaskInstance, model: str, api_base: str | None, api_key: str | None, scratch: Path
+    job: GridJob,
+    spec: RunSpec,
+    task: TaskInstance,
+    where: tuple[str, str | None, str | None],
+    scratch: Path,
+    persistent: bool,
 ) -> tuple[TaskOutcome, str | None]:
-    """rlm_compat as an implementation: profile ``fixed`` through litellm, like the others."""
+    """rlm_compat as an implementation: profile ``fixed`` through litellm, like the others
+    (``where``: model, api_base, api_key); a task with follow-ups or tools through :mod:`.turns`."""
     from ....core import RLM
 
+    model, api_base, api_key = where
+    if task.followups or task.tools or persistent:
+        settings = TurnSettings(
+            model,
+            "fixed",
+            api_base,
+            api_key,
+            job.max_iterations,
+            job.isolation,
+            job.repl_timeout,
+            job.max_retries,
+        )
+        graders = turn_graders(job.task_spec(spec.task_id))
+        return await rlm_compat_turns(settings, spec, task, graders, scratch, persistent)
     path = scratch / "trajectory.jsonl"
     rlm = RLM(
         model,
@@ -394,6 +386,19 @@ async def _run_rlm_compat(
         error=getattr(result, "error", None),
     )
     return outcome, path.read_text(encoding="utf-8") if path.exists() else None
+
+
+def _logs_and_usage(
+    scratch: Path, endpoint: Any, outcome: TaskOutcome
+) -> tuple[dict[str, str], tuple[int, int, int]]:
+    """The run's raw logs (with the scripted endpoint's transcript) and its calls and tokens: as
+    the endpoint counted them when there is one, else as the implementation reported them."""
+    logs = _collect_logs(scratch / "log")
+    if endpoint is not None and endpoint.server.requests:
+        logs["endpoint.jsonl"] = endpoint.transcript()
+    if endpoint is not None:
+        return logs, endpoint.usage()
+    return logs, (outcome.calls or 0, outcome.prompt_tokens or 0, outcome.completion_tokens or 0)
 
 
 _LOG_CAP = 20_000_000  # characters of raw log kept per run

@@ -183,6 +183,32 @@ def _scored(summary: dict[str, Any]) -> bool:
     ) or any(g.split("@")[0] in _SCORING_GRADERS for g in summary["graders"])
 
 
+def _turn_lines(rows: Sequence[dict[str, Any]]) -> list[str]:
+    """The *By turn* section (nothing when the grid has no multi-question task)."""
+    if not rows:
+        return []
+    lines = [
+        "",
+        "## By turn",
+        "",
+        "Multi-question tasks question by question: `session:` configs ask them in one persistent "
+        "session, the others run a fresh RLM per question. Context: characters handed to the RLM "
+        "with the question (a session's later turns find it in their REPL).",
+        "",
+        "| config | task | context | turn | runs | pass rate | mean calls | mean tokens | mean wall s "
+        "| context chars sent |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for row in rows:
+        lines.append(
+            f"| `{row['config']}` | {row['kind']} | {_size(row['size'])} | {row['turn']} | "
+            f"{row['runs']} | {_pct(row['pass_rate'])} | {row['mean_calls']:.2f} | "
+            f"{row['mean_tokens']:.0f} | {row['mean_wall_seconds']:.3f} | "
+            f"{row['mean_context_chars']:,.0f} |"
+        )
+    return lines
+
+
 def markdown(summary: dict[str, Any], charts: Sequence[str] = ()) -> str:
     """``summary.md``: the per-config table, the per (config, size) table, the ablation table."""
     lines = [
@@ -215,26 +241,7 @@ def markdown(summary: dict[str, Any], charts: Sequence[str] = ()) -> str:
             f"{row['mean_iterations']:.2f} | {row['mean_calls']:.2f} | {row['mean_tokens']:.0f} | "
             f"{row['mean_wall_seconds']:.3f} |"
         )
-    if summary.get("turns"):
-        lines += [
-            "",
-            "## By turn",
-            "",
-            "Multi-question tasks question by question: `session:` configs ask them in one persistent "
-            "session, the others run a fresh RLM per question. Context: characters handed to the RLM "
-            "with the question (a session's later turns find it in their REPL).",
-            "",
-            "| config | task | context | turn | runs | pass rate | mean calls | mean tokens | mean wall s "
-            "| context chars sent |",
-            "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|",
-        ]
-        for row in summary["turns"]:
-            lines.append(
-                f"| `{row['config']}` | {row['kind']} | {_size(row['size'])} | {row['turn']} | "
-                f"{row['runs']} | {_pct(row['pass_rate'])} | {row['mean_calls']:.2f} | "
-                f"{row['mean_tokens']:.0f} | {row['mean_wall_seconds']:.3f} | "
-                f"{row['mean_context_chars']:,.0f} |"
-            )
+    lines += _turn_lines(summary.get("turns") or [])
     if _scored(summary):
         lines += [
             "",

@@ -24,11 +24,11 @@ __all__ = [
     "SESSION_PREFIX",
     "UNSUPPORTED_TASK",
     "TurnSettings",
-    "outcome_of_turns",
+    "graded_turns",
+    "rlm_compat_turns",
     "run_turns",
     "session_profile",
     "task_extra",
-    "turns_of_outcome",
     "turns_record",
 ]
 
@@ -190,7 +190,7 @@ def _number(turn: dict[str, Any], key: str) -> int:
     return int(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else 0
 
 
-def turns_of_outcome(
+def _turns_of_outcome(
     raw: Sequence[dict[str, Any]], graders: Sequence[Grader], size: int, persistent: bool
 ) -> list[TurnRecord]:
     """A driver's ``turns`` as graded turn records (at most one per question; extra ones ignored)."""
@@ -217,7 +217,7 @@ def turns_of_outcome(
     return out
 
 
-def outcome_of_turns(record: RunRecord, turns: Sequence[TurnRecord]) -> TaskOutcome:
+def _outcome_of_turns(record: RunRecord, turns: Sequence[TurnRecord]) -> TaskOutcome:
     """rlm_compat's own turns in the shape a driver reports them (``taskResult`` with ``turns``)."""
     return TaskOutcome(
         answer=record.answer,
@@ -240,3 +240,34 @@ def outcome_of_turns(record: RunRecord, turns: Sequence[TurnRecord]) -> TaskOutc
             for t in turns
         ),
     )
+
+
+async def rlm_compat_turns(
+    settings: TurnSettings,
+    spec: RunSpec,
+    task: TaskInstance,
+    graders: Sequence[Grader],
+    scratch: Path,
+    persistent: bool,
+) -> tuple[TaskOutcome, str | None]:
+    """``impl:rlm_compat`` over a multi-question or tool task: :func:`run_turns`, reported the way
+    a driver reports its turns; the first turn's trajectory."""
+    turns, errors, texts = await run_turns(settings, None, task, graders, scratch, persistent=persistent)
+    return _outcome_of_turns(turns_record(spec, task, turns, errors, None), turns), texts[0]
+
+
+def graded_turns(
+    spec: RunSpec, task: TaskInstance, graders: Sequence[Grader], outcome: TaskOutcome, *, persistent: bool
+) -> tuple[list[TurnRecord], Grade]:
+    """An implementation's outcome graded: its turns (when it reported any) and the run's grade.
+    A multi-question task whose implementation reported no turns fails: one answer is never
+    graded as the whole conversation."""
+    turns = _turns_of_outcome(outcome.turns, graders, task.size, persistent)
+    if turns:
+        return turns, turns_record(spec, task, turns, [], None).grade
+    grade = graders[0].grade(outcome.answer)
+    if len(task.queries) > 1:
+        grade = dataclasses.replace(
+            grade, passed=False, score=0.0, reason=f"no turns reported; {grade.reason}"
+        )
+    return turns, grade
