@@ -104,19 +104,24 @@ class BudgetExceededError(RLMError):
     """Raised inside a REPL step (by a sub-call), it ends the step and the run: model code cannot
     catch it and go on (recursive-llm 0.5.0's attribute of the same name)."""
 
-    def __init__(self, metric: str, limit: float, observed: float) -> None:
+    def __init__(self, metric: str, limit: float, observed: float, scope: str = "run") -> None:
         self.metric = metric
         self.limit = limit
         self.observed = observed
+        self.scope = scope
+        """``run`` (the call's ``max_total_*``) or ``session`` (a persistent RLM's ``session_budget``)."""
         self.stats: dict[str, Any] | None = None
         self.trajectory_path: str | None = None
-        super().__init__(
-            f"Run budget exceeded for {metric}: limit={limit:g}, observed={observed:g}; "
-            "raise the matching max_total_* / max_elapsed_seconds argument or shrink the task"
+        fix = (
+            "raise the matching session_budget entry, or close() the session to start a new one"
+            if scope == "session"
+            else "raise the matching max_total_* / max_elapsed_seconds argument or shrink the task"
         )
+        figures = f"limit={limit:g}, observed={observed:g}"
+        super().__init__(f"{scope.capitalize()} budget exceeded for {metric}: {figures}; {fix}")
 
     def __reduce__(self) -> tuple[Any, ...]:
-        return (type(self), (self.metric, self.limit, self.observed), self.__dict__)
+        return (type(self), (self.metric, self.limit, self.observed, self.scope), self.__dict__)
 
 
 StepStage = Literal["syntax", "policy", "run"]

@@ -73,7 +73,8 @@ class Engine:
             self.settings.child(), self.client, repl_factory=self.repl_factory, resolver=self.resolver
         )
 
-    def new_run(self) -> Run:
+    def new_run(self, turn: Turn | None = None) -> Run:
+        """A run's record and budget (a persistent session's call: its budget charges the session's)."""
         settings = self.settings
         writer = None
         if settings.trajectory_path is not None:
@@ -83,7 +84,12 @@ class Engine:
         shape = settings.release.shaper(
             capture=settings.capture_trajectory_content, max_retries=settings.retry.max_retries
         )
-        return Run(budget=settings.budget.start(), observers=self.observers, trajectory=writer, shape=shape)
+        session = settings.session_budget
+        parent = (
+            None if turn is None else turn.session_budget(None if session is None else session.start_session)
+        )
+        budget = settings.budget.start(parent)
+        return Run(budget=budget, observers=self.observers, trajectory=writer, shape=shape)
 
     async def run(
         self,
@@ -122,7 +128,7 @@ class Engine:
             query, context = "", query
         if settings.depth >= settings.max_depth and not settings.release.root_exempt(settings.depth):
             raise MaxDepthError(f"Max recursion depth ({settings.max_depth}) exceeded")
-        run = self.new_run()
+        run = self.new_run(turn)
         config = run_config(settings, self.client, _size(context))
         root, depth = run.node_id("rlm"), settings.depth
         kept: list[list[Message]] = []

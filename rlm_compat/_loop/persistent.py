@@ -23,6 +23,7 @@ from typing import Any
 
 from ..custom_tools import plain_size
 from ..errors import SessionBusyError
+from ..record.budget import RunBudget
 from ..repl import REPLExecutor
 from ..sandbox import HostCall
 
@@ -44,6 +45,12 @@ class Turn:
         if self.session.repl is None:
             self.session.repl = make()
         return self.session.repl
+
+    def session_budget(self, start: Callable[[], RunBudget] | None) -> RunBudget | None:
+        """The session's budget (started by ``start`` with its first call; None without one)."""
+        if start is not None and self.session.budget is None:
+            self.session.budget = start()
+        return self.session.budget
 
     def take_context(self, context: Any) -> Any:
         """This call's ``context``: the one given, kept as the next ``context_N``; a call given
@@ -111,6 +118,8 @@ class PersistentSession:
         self.histories = 0
         self.calls = 0
         self.lost: list[str] = []
+        self.budget: RunBudget | None = None
+        """The session's budget over all its calls (``session_budget``), started with its first call."""
         self._busy = threading.Lock()
         self._closing = False
 
@@ -152,6 +161,7 @@ class PersistentSession:
         self.env = {}
         self.context_sizes = []
         self.histories = self.calls = 0
+        self.budget = None
         if repl is not None:
             repl.close()
 

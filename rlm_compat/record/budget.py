@@ -5,6 +5,10 @@ never send more than ``max_calls`` requests. Tokens and cost are only known when
 once the observed total exceeds its limit no further call is reserved (the reply that crossed it
 is still counted). The first limit hit latches: every later reservation fails the same way, so a
 model that catches the error inside its REPL code cannot keep spending.
+
+A run of a persistent session has a *parent*: the session's budget over all its calls. Every call
+reserved, every token and cost observed and every check is charged to both, so whichever limit is
+reached first ends the run.
 """
 
 from __future__ import annotations
@@ -30,6 +34,8 @@ class RunBudget:
         max_tokens: int | None = None,
         max_cost_usd: float | None = None,
         max_elapsed_seconds: float | None = None,
+        parent: RunBudget | None = None,
+        scope: str = "run",
     ) -> None:
         for name, value in (
             ("max_calls", max_calls),
@@ -49,6 +55,8 @@ class RunBudget:
         self.max_tokens = max_tokens
         self.max_cost_usd = max_cost_usd
         self.max_elapsed_seconds = max_elapsed_seconds
+        self.parent = parent
+        self.scope = scope
         self._started = time.monotonic()
         self._lock = threading.Lock()
         self._calls = 0
@@ -60,27 +68,35 @@ class RunBudget:
     @property
     def limited(self) -> bool:
         """Whether any limit is set (an unlimited budget is skipped by the loop)."""
-        return any(
+        return self.parent is not None or any(
             v is not None
             for v in (self.max_calls, self.max_tokens, self.max_cost_usd, self.max_elapsed_seconds)
         )
 
     def reserve_call(self) -> None:
-        """Count one model call before it is sent, or raise BudgetExceededError."""
+        """Count one model call before it is sent, or raise BudgetExceededError (this run's own
+        limits first, then the session's: a call the session refuses ends this run, and the
+        session is never charged for a call its run refused)."""
         with self._lock:
             self._check_locked()
             if self.max_calls is not None and self._calls + 1 > self.max_calls:
                 self._exceed_locked("llm_calls", self.max_calls, self._calls + 1)
             self._calls += 1
+        if self.parent is not None:
+            self.parent.reserve_call()
 
     def check(self) -> None:
         """Raise BudgetExceededError if any limit is spent (e.g. between REPL steps)."""
         with self._lock:
             self._check_locked()
+        if self.parent is not None:
+            self.parent.check()
 
     def expire(self) -> None:
         """The wall-time limit ran out while something waited: latch and raise BudgetExceededError."""
         limit = self.max_elapsed_seconds
+        if self.parent is not None and self.parent.remaining_seconds() == 0.0:
+            self.parent.expire()
         if limit is None:
             raise ValueError("expire() needs a max_elapsed_seconds limit")
         with self._lock:
@@ -106,14 +122,18 @@ class RunBudget:
 
     def remaining_seconds(self) -> float | None:
         """Wall time left, or None without a time limit."""
+        parent = None if self.parent is None else self.parent.remaining_seconds()
         if self.max_elapsed_seconds is None:
-            return None
-        return max(0.0, self.max_elapsed_seconds - (time.monotonic() - self._started))
+            return parent
+        mine = max(0.0, self.max_elapsed_seconds - (time.monotonic() - self._started))
+        return mine if parent is None else min(mine, parent)
 
     def __call__(self, event: TrajectoryEvent) -> None:
         """Observer: add the usage of every answered call."""
         if not isinstance(event, ModelCallFinished):
             return
+        if self.parent is not None:
+            self.parent(event)
         with self._lock:
             self._tokens += event.total_tokens or 0
             if event.cost_usd is not None:
@@ -132,8 +152,10 @@ class RunBudget:
 
     def snapshot(self) -> dict[str, Any]:
         """Limits and what was used (recursive-llm 0.5.0's ``stats["budget"]`` keys)."""
+        session = None if self.parent is None else self.parent.snapshot()
         with self._lock:
             return {
+                **({"session": session} if session is not None else {}),
                 "max_calls": self.max_calls,
                 "max_tokens": self.max_tokens,
                 "max_cost_usd": self.max_cost_usd,
@@ -147,7 +169,7 @@ class RunBudget:
 
     def _check_locked(self) -> None:
         if self._exceeded is not None:
-            raise BudgetExceededError(*self._exceeded)
+            raise BudgetExceededError(*self._exceeded, self.scope)
         if self.max_elapsed_seconds is not None:
             elapsed = time.monotonic() - self._started
             if elapsed >= self.max_elapsed_seconds:
@@ -155,4 +177,4 @@ class RunBudget:
 
     def _exceed_locked(self, metric: str, limit: float, observed: float) -> None:
         self._exceeded = (metric, limit, observed)
-        raise BudgetExceededError(metric, limit, observed)
+        raise BudgetExceededError(metric, limit, observed, self.scope)

@@ -88,9 +88,31 @@ class Budget:
     def __post_init__(self) -> None:
         self.start()  # RunBudget's checks, once, here
 
-    def start(self) -> RunBudget:
-        """A fresh :class:`RunBudget` for one run, its clock started now."""
-        return RunBudget(**dataclasses.asdict(self))
+    def start(self, parent: RunBudget | None = None, scope: str = "run") -> RunBudget:
+        """A fresh :class:`RunBudget` for one run (or ``scope="session"``: a persistent
+        session), its clock started now; ``parent``: the session's budget, charged too."""
+        return RunBudget(**dataclasses.asdict(self), parent=parent, scope=scope)
+
+    def start_session(self) -> RunBudget:
+        """A persistent session's budget over all its calls."""
+        return self.start(scope="session")
+
+
+_SESSION_BUDGET_KEYS = ("max_calls", "max_tokens", "max_cost_usd")
+
+
+def _session_budget(value: Any, ctx: Context) -> Budget | None:
+    """``session_budget``: None, or a dict of some of :data:`_SESSION_BUDGET_KEYS`, only with
+    ``persistent=True`` (a call that is not a session's has nothing to share it with)."""
+    if value is None:
+        return None
+    if not isinstance(value, dict) or not set(value) <= set(_SESSION_BUDGET_KEYS):
+        raise ConfigurationError(
+            f"{ctx.name} must be None or a dict of {', '.join(_SESSION_BUDGET_KEYS)}, not {value!r}"
+        )
+    if not ctx.values.get("persistent"):
+        raise ConfigurationError(f"{ctx.name} needs persistent=True: it is the budget of a session's calls")
+    return Budget(**value)
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -232,6 +254,15 @@ class Settings:
         False,
         check=lambda value, ctx: _flag(value, ctx.name),
         child=lambda s, value: {"persistent": False},
+    )
+    session_budget: Budget | None = option(
+        "a persistent session's budget over all its calls, a dict of max_calls, max_tokens and "
+        "max_cost_usd (each optional); every call's own max_total_* still applies (docs/sessions.md)",
+        "dict | None",
+        None,
+        check=lambda value, ctx: _session_budget(value, ctx),
+        record=lambda s: None if s.session_budget is None else dataclasses.asdict(s.session_budget),
+        child=lambda s, value: {"session_budget": None},
     )
     compaction: bool = option(
         "summarize the root's earlier steps when its messages near the model's window (rlms' "

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import pickle
 import time
 from collections.abc import Callable
 from typing import Any
@@ -12,7 +13,7 @@ from typing import Any
 import pytest
 
 from rlm_compat import RLM
-from rlm_compat.errors import SessionBusyError
+from rlm_compat.errors import BudgetExceededError, ConfigurationError, SessionBusyError
 from rlm_compat.events import ReplStep
 from rlm_compat.record import CompletionResult
 from rlm_compat.sandbox.isolate import mapped
@@ -169,3 +170,29 @@ def test_children_are_not_persistent_and_plain_rlms_have_no_session(chat_server:
     plain = RLM("openai/m", api_base=server.base_url, api_key="k")
     plain.close()  # nothing to end
     assert os.getpid() > 0
+
+
+def test_a_session_budget_spans_the_calls_and_each_call_keeps_its_own(chat_server: ServerFactory) -> None:
+    """``session_budget`` charges every call of the session; ``max_total_*`` still bounds each."""
+    server = chat_server([_fenced("x = 1"), 'FINAL("a")'] * 6)
+    with _rlm(server, session_budget={"max_calls": 5}, max_total_calls=4) as rlm:
+        first = rlm.try_complete_result("q1", "ctx")
+        second = rlm.try_complete_result("q2")
+        assert isinstance(first, CompletionResult) and isinstance(second, CompletionResult)
+        assert second.stats["budget"]["session"]["reserved_calls"] == 4
+        assert second.stats["budget"]["reserved_calls"] == 2  # the call's own figures
+        third = rlm.try_complete_result("q3")
+        assert third.error_type == "BudgetExceededError"  # type: ignore[union-attr]
+        assert third.error.startswith("Session budget exceeded for llm_calls: limit=5")  # type: ignore[union-attr]
+        assert len(server.requests) == 5  # the refused call was never sent
+        rlm.close()  # a new session, a new budget
+        assert isinstance(rlm.try_complete_result("q4", "ctx"), CompletionResult)
+    assert rlm.settings.session_budget is not None
+    with pytest.raises(ConfigurationError, match="session_budget needs persistent=True"):
+        RLM("openai/m", session_budget={"max_calls": 3})
+    with pytest.raises(ConfigurationError, match="must be None or a dict of max_calls"):
+        RLM("openai/m", persistent=True, session_budget={"max_seconds": 3})
+    with pytest.raises(ConfigurationError, match="max_calls must be a positive"):
+        RLM("openai/m", persistent=True, session_budget={"max_calls": 0})
+    error = BudgetExceededError("llm_calls", 5, 6, "session")
+    assert pickle.loads(pickle.dumps(error)).scope == "session"
