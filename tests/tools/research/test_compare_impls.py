@@ -281,6 +281,13 @@ def peer_code(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     return {name: _target(where, name) for name in ("recursive-llm==0.5.0", "rlms==0.1.3")}
 
 
+def dspy_smoke() -> TaskSuite:
+    """dspy.RLM's CI suite: the OOLONG-style task and the task that needs a tool."""
+    return TaskSuite(
+        "dspy-smoke", "1", (GeneratedTask("oolong", PAPER_SIZES["2^13t"]), GeneratedTask("lookup", 10_000))
+    )
+
+
 def oolong_smoke() -> TaskSuite:
     """CI's smoke suite for the peers: the OOLONG-style task alone (each peer's driver imports
     litellm, seconds each, so one task per implementation keeps CI's budget). ``paper-smoke``
@@ -440,11 +447,13 @@ def test_dspy_rlm_runs_offline_in_the_grid(tmp_path: Path) -> None:
     ``--setup`` prepares beside the venv (docs/research/compare.md)."""
     python = dspy_venv.dspy_python(tmp_path)
     out = tmp_path / "grid"
-    args = ["compare", "--suite", "test_compare_impls:oolong_smoke", "--impl", f"dspy-rlm={python}"]
+    args = ["compare", "--suite", "test_compare_impls:dspy_smoke", "--impl", f"dspy-rlm={python}"]
     code = main(
         [*args, "--setup", "--setup-dir", str(tmp_path / "setup"), "--out", str(out), "--no-progress"]
     )
     assert code == 0
-    (record,) = _records(out)["impl:dspy-rlm"]
+    record, lookup = sorted(_records(out)["impl:dspy-rlm"], key=lambda r: r.spec.task_id != "oolong-2^13t-s0")
     assert record.grade.passed and record.error_type is None, (record.answer, record.error)
     assert record.iterations == 3 and record.calls == 3  # peek, count, SUBMIT alone
+    # the lookup task's tool, given as dspy.RLM(tools=[...]) and called from its sandbox
+    assert lookup.grade.passed and lookup.error_type is None, (lookup.answer, lookup.error)
