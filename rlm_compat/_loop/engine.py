@@ -18,6 +18,7 @@ from ..errors import BudgetExceededError, MaxDepthError
 from ..events import RlmFailed, RlmFinished, RlmStarted, RunFailed, RunFinished, RunStarted
 from ..prompts import build_system_prompt
 from ..record import CompletionResult, FailedCompletionResult, Observer, Run, RunResult
+from ..record.budget import RunBudget
 from ..record.trajectory import TrajectoryWriter
 from ..repl import REPLExecutor
 from ..settings import Settings
@@ -84,10 +85,11 @@ class Engine:
         shape = settings.release.shaper(
             capture=settings.capture_trajectory_content, max_retries=settings.retry.max_retries
         )
-        session = settings.session_budget
-        parent = (
-            None if turn is None else turn.session_budget(None if session is None else session.start_session)
-        )
+        # every session keeps its totals (stats["budget"]["session"]); session_budget adds limits
+        start: Callable[[], RunBudget] = functools.partial(RunBudget, scope="session")
+        if settings.session_budget is not None:
+            start = settings.session_budget.start_session
+        parent = None if turn is None else turn.session_budget(start)
         budget = settings.budget.start(parent)
         return Run(budget=budget, observers=self.observers, trajectory=writer, shape=shape)
 

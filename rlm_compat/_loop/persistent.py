@@ -46,9 +46,10 @@ class Turn:
             self.session.repl = make()
         return self.session.repl
 
-    def session_budget(self, start: Callable[[], RunBudget] | None) -> RunBudget | None:
-        """The session's budget (started by ``start`` with its first call; None without one)."""
-        if start is not None and self.session.budget is None:
+    def session_budget(self, start: Callable[[], RunBudget]) -> RunBudget:
+        """The session's budget: its totals, and limits if it has some (started by ``start``
+        with the session's first call)."""
+        if self.session.budget is None:
             self.session.budget = start()
         return self.session.budget
 
@@ -119,7 +120,7 @@ class PersistentSession:
         self.calls = 0
         self.lost: list[str] = []
         self.budget: RunBudget | None = None
-        """The session's budget over all its calls (``session_budget``), started with its first call."""
+        """The session's totals over all its calls, and its ``session_budget`` limits if given."""
         self._busy = threading.Lock()
         self._closing = False
 

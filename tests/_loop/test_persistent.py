@@ -188,6 +188,10 @@ def test_a_session_budget_spans_the_calls_and_each_call_keeps_its_own(chat_serve
         rlm.close()  # a new session, a new budget
         assert isinstance(rlm.try_complete_result("q4", "ctx"), CompletionResult)
     assert rlm.settings.session_budget is not None
+    with _rlm(chat_server([_fenced("x = 1"), 'FINAL("a")'] * 2)) as plain:  # totals without limits
+        plain.complete("q1", "ctx")
+        totals = plain.complete_result("q2").stats["budget"]["session"]
+        assert totals["reserved_calls"] == 4 and totals["max_calls"] is None
     with pytest.raises(ConfigurationError, match="session_budget needs persistent=True"):
         RLM("openai/m", session_budget={"max_calls": 3})
     with pytest.raises(ConfigurationError, match="must be None or a dict of max_calls"):
