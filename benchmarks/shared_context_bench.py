@@ -1,6 +1,6 @@
 """N concurrent runs over one context: how much memory their workers hold, and what the first step costs.
 
-Issue 34's shared-context scenario, measured as the code stands. N RLMs (default configuration: a
+The shared-context scenario, measured as the code stands. N RLMs (default configuration: a
 hardened worker each, profile ``fixed``) answer over the same ``str`` at once, each with a scripted
 model: step 1 is ``n = len(context)`` (the context crosses to the run's worker), step 2 splits it
 (derived data, per run), then ``FINAL_VAR``. When every run has done step 1, the model holds its
@@ -10,7 +10,7 @@ pages split between their sharers) has been summed, so the figure is what N live
     python benchmarks/shared_context_bench.py --runs 4 --mb 200
     python benchmarks/shared_context_bench.py --runs 16 --mb 1000     # needs ~18 GB free today
 
-Targets (issue 34, printed as PASS / MISS, never asserted): the workers' total PSS at most
+Targets (issue 34's, printed as PASS / MISS, never asserted): the workers' total PSS at most
 1.5 x the context plus 40 MB per run; every run's answer equal to a plain ``exec`` of the same
 steps. Today every worker holds its own copy, so the first target is expected to MISS: this is the
 baseline a shared copy is measured against.

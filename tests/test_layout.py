@@ -120,7 +120,13 @@ def test_tooling_errors_are_rooted_at_tool_error_not_rlm_error() -> None:
     assert not leaking, f"tooling errors a user's `except RLMError` would catch: {leaking}"
     for cls in classes:
         # the driver's own (ProtocolViolation, UnsupportedTask) run in other venvs, without rlm_compat
-        if cls.__name__ in named - {"ApiError", "DecodeError", "ProtocolViolation", "UnsupportedTask", "_Failure"}:
+        if cls.__name__ in named - {
+            "ApiError",
+            "DecodeError",
+            "ProtocolViolation",
+            "UnsupportedTask",
+            "_Failure",
+        }:
             assert issubclass(cls, ToolError), f"{cls.__module__}.{cls.__qualname__} is not a ToolError"
 
 
