@@ -9,6 +9,7 @@ in process), so every implementation's steps are recorded by the same code.
 from __future__ import annotations
 
 import asyncio
+import functools
 import threading
 import time
 import types
@@ -32,6 +33,7 @@ __all__ = [
     "run_loop_case",
     "run_parser_functions",
     "task_outcome",
+    "timed_turn",
 ]
 
 
@@ -192,6 +194,8 @@ class Backend:
 
     kinds: frozenset[str] = frozenset()
     implementation = "?"
+    task_tools = False
+    """Whether :meth:`task` takes a third argument, the task's tools as functions."""
 
     def info(self) -> dict[str, Any]:
         raise NotImplementedError
@@ -220,20 +224,25 @@ class Backend:
     ) -> list[dict[str, Any]]:
         """Protocol 2 with follow-ups or tools: one ``task-result``'s fields per question.
 
-        Here: a fresh run per question (:meth:`task` each time) and no tools; a backend whose
-        implementation has sessions or custom tools overrides this. What it cannot do raises
-        :class:`UnsupportedTask`, which the driver reports as the result's error.
+        Here: a fresh run per question (:meth:`task` each time, given the tools when the backend
+        says it takes them: :attr:`task_tools`); a backend whose implementation has sessions
+        overrides this. What it cannot do raises :class:`UnsupportedTask`, which the driver reports
+        as the result's error.
         """
         if session:
             raise UnsupportedTask(f"{self.implementation} has no persistent sessions in this driver")
-        if tools:
+        if tools and not self.task_tools:
             raise UnsupportedTask(f"{self.implementation} takes no custom tools in this driver")
-        turns = []
-        for query in queries:
-            started = time.monotonic()
-            turn = self.task({**task, "query": query}, context)
-            turns.append({**turn, "seconds": round(time.monotonic() - started, 6)})
-        return turns
+        extra = (tools,) if tools else ()
+        asks = (functools.partial(self.task, {**task, "query": query}, context, *extra) for query in queries)
+        return [timed_turn(ask) for ask in asks]
+
+
+def timed_turn(run: Callable[[], dict[str, Any]]) -> dict[str, Any]:
+    """One question's ``task-result`` fields, with the ``seconds`` it took."""
+    started = time.monotonic()
+    turn = run()
+    return {**turn, "seconds": round(time.monotonic() - started, 6)}
 
 
 class UnsupportedTask(Exception):

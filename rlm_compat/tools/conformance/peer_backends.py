@@ -8,13 +8,13 @@ paths given on the command line, never at import time.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import importlib
 import importlib.metadata
 import os
 import platform
 import sys
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -23,7 +23,6 @@ from . import values
 from .case_isolation import Emit, Event
 from .case_runs import (
     Backend,
-    UnsupportedTask,
     call_each,
     encode_env,
     error_of,
@@ -31,6 +30,7 @@ from .case_runs import (
     run_loop_case,
     run_parser_functions,
     task_outcome,
+    timed_turn,
 )
 
 __all__ = [
@@ -208,9 +208,8 @@ class RlmsBackend(ImportedBackend):
             for index, query in enumerate(queries):
                 if index and not session:
                     rlm, logger = self._rlm(task, tools, persistent=False)
-                started = time.monotonic()
-                turn = self._completion(rlm, logger, context if index == 0 or not session else "", query)
-                turns.append({**turn, "seconds": round(time.monotonic() - started, 6)})
+                given = context if index == 0 or not session else ""
+                turns.append(timed_turn(functools.partial(self._completion, rlm, logger, given, query)))
         finally:
             if session:
                 rlm.close()
@@ -297,11 +296,13 @@ class DspyBackend(ImportedBackend):
     binary from npm, a Deno cache holding ``npm:pyodide``, an import map sending dspy's one
     deno.land import to a local ``readLines``): Deno runs with ``--cached-only``, so the sandbox
     reaches no network. No conformance cases: its ``SUBMIT`` ending and typed signatures have no
-    recorded fixtures.
+    recorded fixtures. Tasks take tools (``dspy.RLM(tools=[...])``); no sessions: 3.4.1's RLM keeps
+    no interpreter between calls (3.5's History keeps messages, not variables).
     """
 
     kinds: frozenset[str] = frozenset()
     implementation = "dspy.RLM"
+    task_tools = True
 
     def __init__(self, paths: list[str], label: str) -> None:
         super().__init__([], label)
@@ -354,25 +355,6 @@ class DspyBackend(ImportedBackend):
         stats = self._usage(lm)
         stats["iterations"] = len(getattr(prediction, "trajectory", None) or [])
         return task_outcome(getattr(prediction, "answer", None), stats)
-
-    def conversation(
-        self,
-        task: dict[str, Any],
-        context: str,
-        queries: list[str],
-        tools: list[Callable[..., Any]],
-        session: bool,
-    ) -> list[dict[str, Any]]:
-        """A fresh ``dspy.RLM`` per question, tools as its ``tools``; no sessions: 3.4.1's RLM
-        keeps no interpreter between calls (3.5's History keeps messages, not variables)."""
-        if session:
-            raise UnsupportedTask("dspy.RLM 3.4.1 keeps no interpreter (no variables) between calls")
-        turns = []
-        for query in queries:
-            started = time.monotonic()
-            turn = self.task({**task, "query": query}, context, tools)
-            turns.append({**turn, "seconds": round(time.monotonic() - started, 6)})
-        return turns
 
     @staticmethod
     def _usage(lm: Any) -> dict[str, Any]:

@@ -43,7 +43,19 @@ def _peek(state: PolicyState, first: bool) -> Move | None:
     return None
 
 
-class _FollowupAgent:
+class _PrintedAnswer:
+    """Both agents print ``answer: N`` after computing it: that is what they give up with."""
+
+    def read(self, state: PolicyState, move: Move, observation: str) -> None:
+        found = _ANSWER.search(observation)
+        if found is not None:
+            state.facts["answer"] = found.group(1)
+
+    def guess(self, state: PolicyState) -> str:
+        return state.facts.get("answer", "0")
+
+
+class _FollowupAgent(_PrintedAnswer):
     def __init__(self, measure: str, region: str, status: str, first: bool) -> None:
         self.measure, self.region, self.status, self.first = measure, region, status, first
 
@@ -78,14 +90,6 @@ class _FollowupAgent:
             )
             return Move("loop", code, final_var="answer")
         return None
-
-    def read(self, state: PolicyState, move: Move, observation: str) -> None:
-        found = _ANSWER.search(observation)
-        if found is not None:
-            state.facts["answer"] = found.group(1)
-
-    def guess(self, state: PolicyState) -> str:
-        return state.facts.get("answer", "0")
 
 
 class FollowupPolicy(ScriptedPolicy):
@@ -126,7 +130,7 @@ class FollowupPolicy(ScriptedPolicy):
         return _FollowupAgent(*self.questions[index], first=index == 0)
 
 
-class _LookupAgent:
+class _LookupAgent(_PrintedAnswer):
     def __init__(self, city: str) -> None:
         self.city = city
 
@@ -158,14 +162,6 @@ class _LookupAgent:
             )
             return Move("lookup_loop", code, final_var="answer")
         return None
-
-    def read(self, state: PolicyState, move: Move, observation: str) -> None:
-        found = _ANSWER.search(observation)
-        if found is not None:
-            state.facts["answer"] = found.group(1)
-
-    def guess(self, state: PolicyState) -> str:
-        return state.facts.get("answer", "0")
 
 
 class LookupPolicy(ScriptedPolicy):
