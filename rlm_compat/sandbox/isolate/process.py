@@ -170,30 +170,28 @@ class ProcessRunner:
         self._sent = {}
         self._notes = {}
 
-    def _ensure(self) -> Channel:
+    def _ensure(self, env: dict[str, Any]) -> Channel:
         if self._channel is not None:
             return self._channel
-        from .spawn import start_worker
+        from .spawn import DEFAULT_ENTRY, start_worker
 
         config = self.config
         limits = config.limits
+        key, share = _shareable(env)
         try:
             method = config.start_method or "forkserver"
-            handle: WorkerHandle = (
-                start_worker(limits, method)
-                if self._entry is None
-                else start_worker(limits, method, self._entry)
-            )
+            handle: WorkerHandle = start_worker(limits, method, self._entry or DEFAULT_ENTRY, share=share)
         except OSError as exc:  # WorkerStartError, or the OS refusing a process or a socket
             raise REPLError(Texts.no_worker(str(exc))) from None
         self._worker[0] = handle
         if self._aborted:
             handle.kill()
         channel = Channel(handle.sock, peer="worker", max_incoming=limits.reply_bytes)
+        init = {"op": "init", "protocol": PROTOCOL, "config": config, "shared": self._shared}
+        if handle.inherited is not None:
+            init["inherited"] = {key: (type(share).__name__, len(handle.inherited))}
         try:
-            seq = self._send(
-                channel, {"op": "init", "protocol": PROTOCOL, "config": config, "shared": self._shared}
-            )
+            seq = self._send(channel, init)
             reply = replies.parse(channel.recv(time.monotonic() + 30), ("ready", "refused"), seq)
         except _CHANNEL_ERRORS as exc:
             self._drop()
@@ -205,7 +203,7 @@ class ProcessRunner:
                 Texts.no_worker(f"it speaks protocol {spoken!r}, not {PROTOCOL}; reinstall rlm_compat")
             )
         self._channel = channel
-        self._sent = {}
+        self._sent = {key: share} if key in reply.inherited else {}
         return channel
 
     # --- one step ---------------------------------------------------------------------------
@@ -250,16 +248,21 @@ class ProcessRunner:
     def _send_only(self, env: dict[str, Any]) -> None:
         """Start the worker and send it ``env``. The big values are written to their memory files
         first, while the fork server and the worker are still starting: the parent's copy of the
-        context overlaps the start instead of following it."""
+        context overlaps the start instead of following it. A context the worker inherits from
+        its template (:mod:`.templates`) is not sent at all."""
         fds: list[int] = []
         try:
-            message = {**self._sync(env, fds), "op": "sync"}
+            inherits = _shareable(env)[1] is not None  # then only the rest is sent, after the start
+            message = {} if inherits else {**self._sync(env, fds), "op": "sync"}
             sent = self._sent
             try:
-                channel = self._ensure()
+                channel = self._ensure(env)
             except REPLError:
                 return  # the first step starts a worker (or says why not) and sends env again
-            self._sent = sent  # a new session's account starts empty; this message is its start
+            if inherits:
+                message = {**self._sync(env, fds), "op": "sync"}
+            else:
+                self._sent = sent  # a new session's account starts empty; this message is its start
             seq = self._send(channel, message, fds)
             mapped.close_all(fds)
             reply = replies.parse(channel.recv(time.monotonic() + 60), ("synced",), seq)
@@ -313,7 +316,7 @@ class ProcessRunner:
 
     def _round_trip(self, env: dict[str, Any], timeout: float | None, **request: Any) -> str:
         """Sync ``env``, send ``request``, serve host calls, take the changes back."""
-        channel = self._ensure()
+        channel = self._ensure(env)
         fds: list[int] = []
         try:
             message = {**self._sync(env, fds), **request}
@@ -555,6 +558,19 @@ class ProcessRunner:
             del env[key]
         self._held.clear()
         return self._texts.lost_variables(lost)
+
+
+def _shareable(env: dict[str, Any]) -> tuple[str, str | bytes | None]:
+    """The variable and value a new worker should inherit from a context template: the longest
+    ``str`` / ``bytes`` in ``env`` of at least :data:`~.templates.SHARED_MIN` (``("", None)``: none)."""
+    from .templates import SHARED_MIN
+
+    best: tuple[str, str | bytes | None] = ("", None)
+    longest = SHARED_MIN - 1
+    for key, value in env.items():
+        if type(value) in (str, bytes) and len(value) > longest and isinstance(key, str):
+            best, longest = (key, value), len(value)
+    return best
 
 
 def _prewarm(start_method: str) -> None:

@@ -65,6 +65,8 @@ class WorkerFault(Exception):
 @dataclasses.dataclass(slots=True)
 class Ready:
     pid: int
+    inherited: tuple[str, ...] = ()
+    """The variables bound to the value the worker inherited from its context template."""
 
 
 @dataclasses.dataclass(slots=True)
@@ -200,7 +202,7 @@ def _value(message: dict[Any, Any]) -> Value:
 
 
 def _ready(message: dict[Any, Any]) -> Ready:
-    return Ready(_field(message, "pid", int))
+    return Ready(_field(message, "pid", int), _names(message.get("inherited", []), "an inherited variable"))
 
 
 def _refused(message: dict[Any, Any]) -> Refused:

@@ -43,11 +43,12 @@ from typing import Any
 from ...environments import LocalExecutionEnvironment
 from ...errors import ConfigurationError
 from ..step.repl_config import START_METHODS, Limits
-from . import launcher
+from . import launcher, mapped
 from .hardening import DISABLE_ENV
 from .rlimits import cap_address_space, cap_cpu, current_address_space
+from .templates import Template, Templates
 from .workerinit import EXIT_HARDENING_FAILED, EXIT_OUT_OF_MEMORY, limits_to_json
-from .zygote import ZygoteClient, ZygoteError, python_argv
+from .zygote import ForkServerClient, ZygoteClient, ZygoteError, python_argv
 
 __all__ = [
     "DEFAULT_ENTRY",
@@ -104,7 +105,11 @@ def _environment(root: str) -> LocalExecutionEnvironment:
 
 
 def _reap(
-    zygote: ZygoteClient | None, process: subprocess.Popen[bytes] | None, pid: int, workdir: str
+    zygote: ForkServerClient | None,
+    process: subprocess.Popen[bytes] | None,
+    pid: int,
+    workdir: str,
+    template: tuple[Templates, Template] | None = None,
 ) -> None:
     if process is not None:
         if process.returncode is None:
@@ -119,6 +124,8 @@ def _reap(
         process.wait()
     elif zygote is not None:
         zygote.kill(pid)
+    if template is not None:
+        template[0].release(template[1])
     _remove_tree(workdir)
 
 
@@ -135,6 +142,7 @@ class _State:
         self.reaper: threading.Thread | None = None
         self.counter = itertools.count()
         self.registered = False
+        self.templates = Templates(lambda: self.wake.put(None))
 
     def ensure_root(self) -> str:
         with self.lock:
@@ -183,10 +191,15 @@ class _State:
 
 
 def _reap_dropped(state: _State) -> None:
+    """Reap dropped workers and shut down the context templates no worker uses any more."""
     while True:
-        state.wake.get()
+        try:
+            state.wake.get(timeout=state.templates.wait_time())
+        except queue.Empty:
+            pass
         try:
             state.drain_orphans()
+            state.templates.sweep()
         except Exception:  # what a failed reap leaves, shutdown() removes with the root
             pass
 
@@ -236,8 +249,9 @@ class WorkerHandle:
         sock: socket.socket,
         workdir: str,
         *,
-        zygote: ZygoteClient | None = None,
+        zygote: ForkServerClient | None = None,
         process: subprocess.Popen[bytes] | None = None,
+        template: Template | None = None,
     ) -> None:
         self.pid = pid
         self.sock = sock
@@ -247,9 +261,11 @@ class WorkerHandle:
         self._lock = threading.Lock()
         self._reaped = False
         state = _state
-        self._finalizer = weakref.finalize(
-            self, _orphaned, state.orphans, state.wake, lambda: _reap(zygote, process, pid, workdir)
-        )
+        use = None if template is None else (state.templates, template)
+        self.inherited: str | bytes | None = None if template is None else template.value
+        """The value this worker inherited from its context template (None: it has none)."""
+        self._reap: Callable[[], None] = lambda: _reap(zygote, process, pid, workdir, use)
+        self._finalizer = weakref.finalize(self, _orphaned, state.orphans, state.wake, self._reap)
 
     def __repr__(self) -> str:
         how = "spawned" if self._process is not None else "forked"
@@ -262,7 +278,7 @@ class WorkerHandle:
                 return
             self._reaped = True
             self._finalizer.detach()
-            _reap(self._zygote, self._process, self.pid, self.workdir)
+            self._reap()
 
     def alive(self) -> bool:
         """Whether the worker process still exists (False once it exited, even unreaped)."""
@@ -331,8 +347,15 @@ def _preload_for(entry: str) -> tuple[str, ...]:
     return DEFAULT_PRELOAD if module in DEFAULT_PRELOAD else (*DEFAULT_PRELOAD, module)
 
 
-def start_worker(limits: Limits, start_method: str, entry: str = DEFAULT_ENTRY) -> WorkerHandle:
-    """Start one worker running ``entry(channel)``; returns as soon as the process exists."""
+def start_worker(
+    limits: Limits, start_method: str, entry: str = DEFAULT_ENTRY, *, share: str | bytes | None = None
+) -> WorkerHandle:
+    """Start one worker running ``entry(channel)``; returns as soon as the process exists.
+
+    ``share``: a big value (the session's context) the worker should inherit from a context
+    template (:mod:`.templates`) instead of receiving a copy; ``handle.inherited`` says whether it
+    did (only with ``"forkserver"``, and only when a template could be had).
+    """
     _check_method(start_method)
     state = _state
     state.ensure_reaper()
@@ -341,16 +364,7 @@ def start_worker(limits: Limits, start_method: str, entry: str = DEFAULT_ENTRY) 
     parent_end, child_end = socket.socketpair()
     try:
         if start_method == "forkserver":
-            env = _environment(state.ensure_root()).env_vars
-            for attempt in (1, 2):
-                zygote = state.ensure_zygote(_preload_for(entry))
-                try:
-                    pid = zygote.fork(child_end.fileno(), limits=limits, cwd=workdir, env=env, entry=entry)
-                    break
-                except ZygoteError as exc:
-                    if attempt == 2 or not zygote.closed:
-                        raise WorkerStartError(f"the fork server could not start it: {exc}") from None
-            handle = WorkerHandle(pid, parent_end, workdir, zygote=zygote)
+            handle = _fork_worker(state, child_end.fileno(), parent_end, workdir, limits, entry, share)
         else:
             fd = child_end.fileno()
             process = launcher.start_process(
@@ -368,6 +382,38 @@ def start_worker(limits: Limits, start_method: str, entry: str = DEFAULT_ENTRY) 
         child_end.close()
     state.handles.add(handle)
     return handle
+
+
+def _fork_worker(
+    state: _State,
+    channel_fd: int,
+    parent_end: socket.socket,
+    workdir: str,
+    limits: Limits,
+    entry: str,
+    share: str | bytes | None,
+) -> WorkerHandle:
+    """A worker forked by the context template of ``share``, else by the zygote (restarted once
+    if it is gone). A template that cannot fork is shut down; the zygote forks instead."""
+    env = _environment(state.ensure_root()).env_vars
+    if share is not None and mapped.available():
+        template = state.templates.acquire(share, state.ensure_zygote(_preload_for(entry)))
+        if template is not None:
+            try:
+                pid = template.client.fork(channel_fd, limits=limits, cwd=workdir, env=env, entry=entry)
+                return WorkerHandle(pid, parent_end, workdir, zygote=template.client, template=template)
+            except ZygoteError:
+                state.templates.discard(template)
+                state.templates.release(template)
+    for attempt in (1, 2):
+        zygote = state.ensure_zygote(_preload_for(entry))
+        try:
+            pid = zygote.fork(channel_fd, limits=limits, cwd=workdir, env=env, entry=entry)
+            break
+        except ZygoteError as exc:
+            if attempt == 2 or not zygote.closed:
+                raise WorkerStartError(f"the fork server could not start it: {exc}") from None
+    return WorkerHandle(pid, parent_end, workdir, zygote=zygote)
 
 
 def prewarm(start_method: str = "forkserver", *, preload: Sequence[str] = DEFAULT_PRELOAD) -> None:
@@ -390,6 +436,7 @@ def shutdown() -> None:
         for handle in list(state.handles):
             handle.close()
         state.drain_orphans()
+        state.templates.sweep(everything=True)
         zygote, state.zygote = state.zygote, None
         if zygote is not None:
             zygote.close()

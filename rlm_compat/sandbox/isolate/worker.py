@@ -48,7 +48,7 @@ from . import rlimits, wire, wire_encode
 from .channel import PROTOCOL, Channel
 from .mapped import MAX_MAPPED, close_all
 from .mapped import read as mapped_read
-from .workerinit import EXIT_OUT_OF_MEMORY
+from .workerinit import EXIT_OUT_OF_MEMORY, take_inherited
 
 __all__ = ["ESCAPED", "serve"]
 
@@ -179,6 +179,27 @@ class _Session:
             self.sizes[key] = self.sizes.get(source, 0)
             self._note_from_host(key, value)
         return failed
+
+    def inherit(self, wanted: Any) -> list[str]:
+        """Bind the value inherited from the context template (see :mod:`.templates`) to the
+        variable the parent names, if it is what the parent says (type and length); the names bound.
+
+        It counts as data the host sent (the step's address-space allowance grows with it), and
+        the session's start size leaves it out: it was mapped before the session began.
+        """
+        value = take_inherited()
+        if value is None or not (isinstance(wanted, dict) and len(wanted) == 1):
+            return []
+        ((key, (kind, length)),) = wanted.items()
+        if type(value).__name__ != kind or len(value) != length:
+            return []
+        self.ns[key] = value
+        self.known[key] = (value, None)
+        self.sizes[key] = len(value)
+        self._note_from_host(key, value)
+        if self.base_vm is not None:
+            self.base_vm -= value.__sizeof__()
+        return [key]
 
     def _make_room(self, incoming: int) -> None:
         """Raise the address-space limit by what arrives (the data and the value it becomes).
@@ -494,7 +515,8 @@ def serve(sock: socket.socket, escaped: Callable[[str, Channel, dict[str, Any]],
     runner = InlineRunner(init["config"], memory_guard=False)
     shared = init.get("shared")
     session = _Session(channel, runner, None if shared is None else frozenset(shared))
-    channel.send({"op": "ready", "pid": os.getpid()})
+    inherited = session.inherit(init.get("inherited"))
+    channel.send({"op": "ready", "pid": os.getpid(), "inherited": inherited})
     headroom = _Headroom()
     while True:
         try:

@@ -31,10 +31,12 @@ __all__ = [
     "EXIT_HARDENING_FAILED",
     "EXIT_OUT_OF_MEMORY",
     "die_with_parent",
+    "hold_inherited",
     "limits_to_json",
     "prepare",
     "run_entry",
     "spawned_main",
+    "take_inherited",
 ]
 
 CHANNEL_FD = 3
@@ -42,6 +44,19 @@ EXIT_ENTRY_FAILED = 70
 EXIT_HARDENING_FAILED = 71
 EXIT_OUT_OF_MEMORY = 72
 _PR_SET_PDEATHSIG = 1
+
+
+_INHERITED: list[str | bytes] = []
+
+
+def hold_inherited(value: str | bytes) -> None:
+    """A template's value, for the workers it forks (see :mod:`.templates`)."""
+    _INHERITED[:] = [value]
+
+
+def take_inherited() -> str | bytes | None:
+    """The value this worker inherited from its template (once; None when it has none)."""
+    return _INHERITED.pop() if _INHERITED else None
 
 
 def die_with_parent(expected_parent: int) -> None:

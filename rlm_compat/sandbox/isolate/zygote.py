@@ -9,6 +9,9 @@ it imports the sandbox up front and then forks one child per request.
 Protocol on the control socket (a Unix socketpair; each frame a 4-byte length and JSON):
 the zygote first sends ``{"ready": pid}``; then it answers one request at a time —
 ``fork`` (the worker's end of a fresh socketpair travels as SCM_RIGHTS) → ``{"pid": n}``;
+``template`` (a control socket and a sealed memory file travel as SCM_RIGHTS) → ``{"pid": n}``
+of a *template*: a fork server of its own, forked from this one, that reads the value once and
+then answers ``fork`` with workers that inherit it copy-on-write (:mod:`.templates`);
 ``kill`` → SIGKILL to the worker's process group and the worker, then ``waitpid``;
 ``alive``; ``shutdown``. The zygote alone signals and reaps its children, and it reaps a child
 only in its own loop, so a pid it signals can never have been reused. When the parent dies or
@@ -33,10 +36,11 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from ..step.repl_config import Limits
-from . import hardening
-from .workerinit import EXIT_ENTRY_FAILED, die_with_parent, prepare, run_entry
+from . import hardening, mapped
+from .workerinit import EXIT_ENTRY_FAILED, die_with_parent, hold_inherited, prepare, run_entry
 
 __all__ = [
+    "ForkServerClient",
     "ZygoteClient",
     "ZygoteError",
     "child_sys_path",
@@ -194,15 +198,49 @@ def _fork(fds: list[int], request: Mapping[str, Any], closing: Sequence[int]) ->
     return pid
 
 
+def _template(fds: list[int], request: Mapping[str, Any], closing: Sequence[int]) -> int:
+    """Fork a template: a fork server of its own that holds one value (a context) and forks
+    workers that inherit it copy-on-write (see :mod:`.templates`). ``fds``: the template's control
+    socket and the value's sealed memory file; the zygote keeps neither."""
+    try:
+        if len(fds) != 2:
+            raise ValueError("a template request carries a control socket and a memory file")
+        kind, size = str(request["kind"]), int(request["size"])
+        zygote_pid = os.getpid()
+        pid = os.fork()
+    except BaseException:
+        for fd in fds:
+            os.close(fd)
+        raise
+    if pid == 0:
+        try:
+            signal.set_wakeup_fd(-1)
+            for fd in closing:
+                os.close(fd)
+            die_with_parent(zygote_pid)
+            _set_subreaper()
+            hold_inherited(mapped.read(fds[1], kind, size))
+        except BaseException:
+            os._exit(EXIT_ENTRY_FAILED)
+        _loop(fds[0], zygote_pid, {"ready": os.getpid(), "held": size}, templates=False)
+    for fd in fds:
+        os.close(fd)
+    return pid
+
+
 def _handle(
-    request: Any, fds: list[int], children: set[int], closing: Sequence[int]
+    request: Any, fds: list[int], children: set[int], closing: Sequence[int], templates: bool
 ) -> dict[str, Any] | None:
     op = request.get("op") if isinstance(request, dict) else None
-    if op != "fork":
+    if op not in ("fork", "template") or (op == "template" and not templates):
         for fd in fds:
             os.close(fd)
     if op == "fork":
         pid = _fork(fds, request, closing)
+        children.add(pid)
+        return {"pid": pid}
+    if op == "template" and templates:
+        pid = _template(fds, request, closing)
         children.add(pid)
         return {"pid": pid}
     if op == "kill":
@@ -235,6 +273,12 @@ def serve(ctrl_fd: int, parent_pid: int, preload: Sequence[str]) -> NoReturn:
     hardening.prewarm()  # what workers may read, and their system-call filter: made once
     gc.freeze()  # the template's objects stay shared: fewer copy-on-write faults in workers
     gc.enable()  # python_argv switched it off: imports run faster without collections
+    _loop(ctrl_fd, parent_pid, {"ready": os.getpid(), "preloaded": loaded}, templates=True)
+
+
+def _loop(ctrl_fd: int, parent_pid: int, hello: Mapping[str, Any], *, templates: bool) -> NoReturn:
+    """Answer requests until the parent goes; then kill every child and exit. The zygote runs
+    it, and so does each template it forks (``templates=False``: a template makes none)."""
     ctrl = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM, 0, ctrl_fd)
     ctrl.setblocking(True)
     wake_r, wake_w = os.pipe()
@@ -245,7 +289,7 @@ def serve(ctrl_fd: int, parent_pid: int, preload: Sequence[str]) -> NoReturn:
     children: set[int] = set()
     closing = (ctrl.fileno(), wake_r, wake_w)
     try:
-        send_frame(ctrl, {"ready": os.getpid(), "preloaded": loaded})
+        send_frame(ctrl, dict(hello))
         while True:
             readable, _, _ = select.select([ctrl.fileno(), wake_r], [], [], 1.0)
             if wake_r in readable:
@@ -264,7 +308,7 @@ def serve(ctrl_fd: int, parent_pid: int, preload: Sequence[str]) -> NoReturn:
             except (EOFError, OSError, ValueError):
                 break
             try:
-                reply = _handle(request, fds, children, closing)
+                reply = _handle(request, fds, children, closing, templates)
             except Exception as exc:
                 reply = {"error": f"{type(exc).__name__}: {exc}"}
             if reply is None:
@@ -311,21 +355,13 @@ def python_argv(statement: str) -> list[str]:
     return [sys.executable, "-I", "-S", "-c", code]
 
 
-class ZygoteClient:
-    """The parent's handle on one fork server; thread-safe (one request at a time)."""
+class ForkServerClient:
+    """The parent's handle on a fork server (the zygote, or a template of :mod:`.templates`):
+    ``fork`` / ``kill`` / ``alive`` / ``status`` requests; thread-safe (one request at a time)."""
 
-    def __init__(self, environment: ExecutionEnvironment, preload: Sequence[str]) -> None:
-        from . import launcher  # the parent's side only: the fork server never imports it
-
+    def __init__(self, sock: socket.socket) -> None:
         self._lock = threading.Lock()
-        self._sock, child_end = socket.socketpair()
-        statement = (
-            "from rlm_compat.sandbox.isolate.zygote import serve; "
-            f"serve({child_end.fileno()}, {os.getpid()}, {tuple(preload)!r})"
-        )
-        self._child_end: socket.socket | None = child_end
-        self._launch = launcher.submit(environment, python_argv(statement), pass_fds=(child_end.fileno(),))
-        self._process: subprocess.Popen[bytes] | None = None
+        self._sock = sock
         self._closed = False
         self._owner = os.getpid()
         self.pid: int | None = None
@@ -334,29 +370,8 @@ class ZygoteClient:
     def closed(self) -> bool:
         return self._closed
 
-    @property
-    def process(self) -> subprocess.Popen[bytes] | None:
-        """The server's process once it was started (None before and after :meth:`close`)."""
-        return self._process
-
     def _ensure_ready(self) -> None:
-        if self._process is not None:
-            return
-        try:
-            process = self._launch.result()
-        finally:
-            if self._child_end is not None:
-                self._child_end.close()
-                self._child_end = None
-        self._process = process
-        self._sock.settimeout(_START_TIMEOUT)
-        try:
-            hello, _ = recv_frame(self._sock)
-        except (EOFError, OSError, ValueError) as exc:
-            self._closed = True
-            raise ZygoteError(f"the REPL fork server failed to start ({exc})") from None
-        self.pid = int(hello["ready"])
-        self._sock.settimeout(_REQUEST_TIMEOUT)
+        """Wait for the server's hello (called under the lock before each request)."""
 
     def request(self, message: Mapping[str, Any], fds: Sequence[int] = ()) -> dict[str, Any]:
         """One round trip; ZygoteError when the server is gone."""
@@ -410,6 +425,47 @@ class ZygoteClient:
         except ZygoteError:
             return None
         return None if status is None else int(status)
+
+
+class ZygoteClient(ForkServerClient):
+    """The parent's handle on its zygote, started in the background when made."""
+
+    def __init__(self, environment: ExecutionEnvironment, preload: Sequence[str]) -> None:
+        from . import launcher  # the parent's side only: the fork server never imports it
+
+        sock, child_end = socket.socketpair()
+        super().__init__(sock)
+        statement = (
+            "from rlm_compat.sandbox.isolate.zygote import serve; "
+            f"serve({child_end.fileno()}, {os.getpid()}, {tuple(preload)!r})"
+        )
+        self._child_end: socket.socket | None = child_end
+        self._launch = launcher.submit(environment, python_argv(statement), pass_fds=(child_end.fileno(),))
+        self._process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def process(self) -> subprocess.Popen[bytes] | None:
+        """The server's process once it was started (None before and after :meth:`close`)."""
+        return self._process
+
+    def _ensure_ready(self) -> None:
+        if self._process is not None:
+            return
+        try:
+            process = self._launch.result()
+        finally:
+            if self._child_end is not None:
+                self._child_end.close()
+                self._child_end = None
+        self._process = process
+        self._sock.settimeout(_START_TIMEOUT)
+        try:
+            hello, _ = recv_frame(self._sock)
+        except (EOFError, OSError, ValueError) as exc:
+            self._closed = True
+            raise ZygoteError(f"the REPL fork server failed to start ({exc})") from None
+        self.pid = int(hello["ready"])
+        self._sock.settimeout(_REQUEST_TIMEOUT)
 
     def close(self, timeout: float = 10.0) -> None:
         """Stop the server and every worker it made; idempotent."""
