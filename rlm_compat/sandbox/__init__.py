@@ -48,7 +48,8 @@ from .step.repl_config import (
 if TYPE_CHECKING:
     from .isolate.hardening import available_layers, describe_host, syscall_number
     from .isolate.process import ProcessRunner
-    from .isolate.spawn import start_worker
+    from .isolate.spawn import shared_contexts, start_worker
+    from .isolate.templates import sharing_threshold
     from .isolate.zygote import recv_frame, send_frame
     from .restrict.allowlists import ALLOWED_MODULES
     from .restrict.modules import ModuleProxy, real_module
@@ -61,6 +62,8 @@ _LAZY = {
     "describe_host": "isolate.hardening",
     "syscall_number": "isolate.hardening",
     "start_worker": "isolate.spawn",
+    "shared_contexts": "isolate.spawn",
+    "sharing_threshold": "isolate.templates",
     "recv_frame": "isolate.zygote",
     "send_frame": "isolate.zygote",
     "ALLOWED_MODULES": "restrict.allowlists",
@@ -110,6 +113,8 @@ __all__ = [
     "recv_frame",
     "scan_fences",
     "send_frame",
+    "shared_contexts",
+    "sharing_threshold",
     "start_worker",
     "syscall_number",
 ]

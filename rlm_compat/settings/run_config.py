@@ -29,7 +29,8 @@ def run_config(settings: Settings, client: Any, context_chars: int = 0) -> dict[
 
     One key per constructor keyword that :data:`~rlm_compat.settings.RECORDED` names,
     plus what no single keyword holds: the node's depth, the API preset, the workers' hardening
-    layers, the client's type and the model-call options. Where the step timeout follows the
+    layers, whether the root's context is shared with concurrent runs over the same text (a
+    context template), the client's type and the model-call options. Where the step timeout follows the
     context (profile ``fixed``, none given), ``repl_timeout`` is the root's, for its context of
     ``context_chars`` characters (what a replay of the run should allow), and
     ``repl_timeout_rule`` says how it was made; otherwise that rule is None.
@@ -46,6 +47,7 @@ def run_config(settings: Settings, client: Any, context_chars: int = 0) -> dict[
         "depth": settings.depth,
         "api": settings.api.name,
         "hardening": _hardening(str(settings.repl.isolation)),
+        "context_sharing": _sharing(settings, context_chars),
         "client": type(client).__name__,
         "llm_kwargs": {
             k: v
@@ -62,6 +64,18 @@ def _hardening(isolation: str) -> list[str]:
     from ..sandbox import available_layers
 
     return list(available_layers())
+
+
+def _sharing(settings: Settings, context_chars: int) -> dict[str, Any] | None:
+    """Whether the root's worker takes its context from a context template, shared with every
+    concurrent run over the same text (None: the run's code runs inline, or never shares)."""
+    repl = settings.repl
+    if str(repl.isolation) != "process":
+        return None
+    from ..sandbox import sharing_threshold
+
+    least = sharing_threshold(repl.start_method)
+    return None if least is None else {"min_chars": least, "shared": context_chars >= least}
 
 
 def messages_digest(messages: Sequence[Message]) -> str:

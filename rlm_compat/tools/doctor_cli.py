@@ -42,12 +42,33 @@ def register(subparsers: Any) -> None:
     p.set_defaults(handler=_doctor)
 
 
+def _sharing() -> None:
+    """Whether concurrent runs over one context share one copy of it here, and how it is counted."""
+    from ..sandbox import sharing_threshold
+
+    least = sharing_threshold(None)
+    print("context sharing on this host:")
+    if least is None:
+        why = "every worker holds its own copy (no fork or descriptor passing here)"
+        print(f"  {'templates':<15} {'absent':<7} {why}")
+        return
+    print(
+        f"  {'templates':<15} {'active':<7} workers of runs over the same context of at least {least:,} "
+        "characters are forked from one template process holding it: one copy in memory"
+    )
+    print(
+        f"  {'accounting':<15} {'':<7} a worker's address-space allowance (Limits.memory_mb) still counts "
+        "the context as data the host sent; proportional set size (PSS) counts the copy once, in the template"
+    )
+
+
 def _doctor(args: argparse.Namespace) -> int:
     from ..sandbox import describe_host
 
     print("worker hardening on this host:")
     for layer, active, why in describe_host():
         print(f"  {layer:<15} {'active' if active else 'absent':<7} {why}")
+    _sharing()
     if args.escape_assumed is None:
         return 0
     from . import escape_assumed

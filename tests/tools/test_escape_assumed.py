@@ -185,8 +185,10 @@ def test_doctor_lists_the_layers(capsys: pytest.CaptureFixture[str], monkeypatch
     monkeypatch.setenv(hardening.DISABLE_ENV, "landlock-net")
     assert main(["doctor"]) == 0
     out = capsys.readouterr().out
-    rows = {line.split()[0]: line for line in out.splitlines()[1:] if line.strip()}
+    hardening_part, _, sharing_part = out.partition("context sharing on this host:")
+    rows = {line.split()[0]: line for line in hardening_part.splitlines()[1:] if line.strip()}
     assert set(rows) == ALL_LAYERS
+    assert sharing_part.split()[:2] == ["templates", "active"]  # fork and descriptor passing here
     assert "switched off" in rows["landlock-net"] and " absent " in rows["landlock-net"]
     for layer in set(hardening.available_layers()):
         assert " active " in rows[layer]

@@ -46,7 +46,7 @@ from ..step.repl_config import START_METHODS, Limits
 from . import launcher, mapped
 from .hardening import DISABLE_ENV
 from .rlimits import cap_address_space, cap_cpu, current_address_space
-from .templates import Template, Templates
+from .templates import SharedContext, Template, Templates
 from .workerinit import EXIT_HARDENING_FAILED, EXIT_OUT_OF_MEMORY, limits_to_json
 from .zygote import ForkServerClient, ZygoteClient, ZygoteError, python_argv
 
@@ -59,6 +59,7 @@ __all__ = [
     "prewarm",
     "recv_message",
     "send_message",
+    "shared_contexts",
     "shutdown",
     "start_worker",
 ]
@@ -423,6 +424,12 @@ def prewarm(start_method: str = "forkserver", *, preload: Sequence[str] = DEFAUL
         _state.ensure_zygote(tuple(preload))
     else:
         _state.ensure_root()
+
+
+def shared_contexts() -> list[SharedContext]:
+    """The context templates this process runs now (:mod:`.templates`): what ``doctor``, the run
+    record and the benchmarks count once, however many workers share each."""
+    return _state.templates.describe()
 
 
 def shutdown() -> None:

@@ -21,6 +21,8 @@ signal); the next worker over that context gets a new template.
 
 from __future__ import annotations
 
+import dataclasses
+import os
 import socket
 import threading
 import time
@@ -29,7 +31,15 @@ from collections.abc import Callable
 from . import mapped
 from .zygote import ForkServerClient, ZygoteClient, ZygoteError, recv_frame, send_frame
 
-__all__ = ["LINGER", "SHARED_MIN", "Template", "TemplateClient", "Templates"]
+__all__ = [
+    "LINGER",
+    "SHARED_MIN",
+    "SharedContext",
+    "Template",
+    "TemplateClient",
+    "Templates",
+    "sharing_threshold",
+]
 
 SHARED_MIN = 1 << 24
 """A ``str`` / ``bytes`` at least this long (characters or bytes) is shared through a template;
@@ -40,6 +50,14 @@ request for the same documents, a killed worker's replacement reuse it instead o
 _START_SECONDS = 60.0
 _SECONDS_PER_GB = 60.0
 _REQUEST_SECONDS = 60.0
+
+
+def sharing_threshold(start_method: str | None) -> int | None:
+    """The shortest context (characters or bytes) that workers of this start method share through
+    a template; None: they never do (``"spawn"``, or no fork or descriptor passing here)."""
+    if (start_method or "forkserver") != "forkserver" or not (mapped.available() and hasattr(os, "fork")):
+        return None
+    return SHARED_MIN
 
 
 class TemplateClient(ForkServerClient):
@@ -178,5 +196,25 @@ class Templates:
 
     def pids(self) -> list[int]:
         """The process ids of the running templates (for accounting and tests)."""
+        return [entry.pid for entry in self.describe()]
+
+    def describe(self) -> list[SharedContext]:
+        """The running templates: process, size of the value held, workers using it."""
         with self._lock:
-            return [t.client.pid for t in self._templates if t.client.pid is not None and not t.client.closed]
+            return [
+                SharedContext(t.client.pid, t.client.size, t.users)
+                for t in self._templates
+                if t.client.pid is not None and not t.client.closed
+            ]
+
+
+@dataclasses.dataclass(frozen=True)
+class SharedContext:
+    """One context held by a template (see :func:`~.spawn.shared_contexts`)."""
+
+    pid: int
+    """The template's process: its memory is the shared copy (count its PSS once)."""
+    size: int
+    """Bytes of the value as it crossed (UTF-8; one byte per character for ASCII text)."""
+    workers: int
+    """Workers forked from it and not yet reaped (0: idle, shut down after :data:`LINGER`)."""

@@ -76,7 +76,7 @@ def test_equal_contents_share_and_other_contents_do_not() -> None:
     assert copy is not CONTEXT and len(other) == len(CONTEXT)
     runners = [_runner() for _ in range(3)]
     try:
-        for runner, context in zip(runners, (CONTEXT, copy, other)):
+        for runner, context in zip(runners, (CONTEXT, copy, other), strict=True):
             runner.execute("n = len(context)", {"context": context})
         parents = [_parent_of(r.worker_pid or 0) for r in runners]
         assert parents[0] == parents[1] != parents[2]
@@ -108,7 +108,11 @@ def test_a_run_that_rebinds_or_derives_changes_only_itself() -> None:
 
 
 def test_answers_equal_the_unshared_ones(monkeypatch: pytest.MonkeyPatch) -> None:
-    programs = [PROGRAM, "print(context.count('value 7'))", "import re\nprint(len(re.findall(r'\\d+', context)))"]
+    programs = [
+        PROGRAM,
+        "print(context.count('value 7'))",
+        "import re\nprint(len(re.findall(r'\\d+', context)))",
+    ]
     shared = _runner()
     try:
         answers = [shared.execute(p, {"context": CONTEXT}) for p in programs]
@@ -229,3 +233,15 @@ def test_concurrent_rlm_runs_over_one_context_write_it_once(
     assert asyncio.run(run_all()) == ["80000"] * 4
     assert written == [len(CONTEXT)]
     assert len(spawn._state.templates.pids()) == 1
+
+
+def test_the_run_record_says_whether_the_context_is_shared(
+    chat_server: Callable[..., ScriptedChatServer],
+) -> None:
+    server = chat_server(lambda request: 'FINAL("done")')
+    rlm = RLM("openai/m", api_base=server.base_url, api_key="sk-share")
+    big, small = rlm.complete_result("q", CONTEXT), rlm.complete_result("q", "tiny")
+    assert big.config["context_sharing"] == {"min_chars": 1 << 20, "shared": True}
+    assert small.config["context_sharing"] == {"min_chars": 1 << 20, "shared": False}
+    inline = RLM("openai/m", api_base=server.base_url, api_key="sk-share", isolation="inline")
+    assert inline.complete_result("q", CONTEXT).config["context_sharing"] is None
