@@ -49,6 +49,7 @@ from ..step.texts import Texts
 from . import mapped, replies, wire
 from .channel import PROTOCOL, Channel, ChannelClosed, ChannelTimeout, MessageTooLarge
 from .standin import WorkerObject
+from .templates import shareable
 
 if TYPE_CHECKING:
     from ..step.repl_config import ReplConfig
@@ -177,7 +178,7 @@ class ProcessRunner:
 
         config = self.config
         limits = config.limits
-        key, share = _shareable(env)
+        key, share = shareable(env)
         try:
             method = config.start_method or "forkserver"
             handle: WorkerHandle = start_worker(limits, method, self._entry or DEFAULT_ENTRY, share=share)
@@ -252,7 +253,7 @@ class ProcessRunner:
         its template (:mod:`.templates`) is not sent at all."""
         fds: list[int] = []
         try:
-            inherits = _shareable(env)[1] is not None  # then only the rest is sent, after the start
+            inherits = shareable(env)[1] is not None  # then only the rest is sent, after the start
             message = {} if inherits else {**self._sync(env, fds), "op": "sync"}
             sent = self._sent
             try:
@@ -558,19 +559,6 @@ class ProcessRunner:
             del env[key]
         self._held.clear()
         return self._texts.lost_variables(lost)
-
-
-def _shareable(env: dict[str, Any]) -> tuple[str, str | bytes | None]:
-    """The variable and value a new worker should inherit from a context template: the longest
-    ``str`` / ``bytes`` in ``env`` of at least :data:`~.templates.SHARED_MIN` (``("", None)``: none)."""
-    from .templates import SHARED_MIN
-
-    best: tuple[str, str | bytes | None] = ("", None)
-    longest = SHARED_MIN - 1
-    for key, value in env.items():
-        if type(value) in (str, bytes) and len(value) > longest and isinstance(key, str):
-            best, longest = (key, value), len(value)
-    return best
 
 
 def _prewarm(start_method: str) -> None:

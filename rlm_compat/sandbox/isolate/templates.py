@@ -26,7 +26,8 @@ import os
 import socket
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from typing import Any
 
 from . import mapped
 from .zygote import ForkServerClient, ZygoteClient, ZygoteError, recv_frame, send_frame
@@ -50,6 +51,17 @@ request for the same documents, a killed worker's replacement reuse it instead o
 _START_SECONDS = 60.0
 _SECONDS_PER_GB = 60.0
 _REQUEST_SECONDS = 60.0
+
+
+def shareable(env: Mapping[str, Any]) -> tuple[str, str | bytes | None]:
+    """The variable and value a new worker should inherit from a template: the longest ``str`` /
+    ``bytes`` in ``env`` of at least :data:`SHARED_MIN` (``("", None)``: none)."""
+    best: tuple[str, str | bytes | None] = ("", None)
+    longest = SHARED_MIN - 1
+    for key, value in env.items():
+        if type(value) in (str, bytes) and len(value) > longest and isinstance(key, str):
+            best, longest = (key, value), len(value)
+    return best
 
 
 def sharing_threshold(start_method: str | None) -> int | None:
