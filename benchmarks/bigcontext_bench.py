@@ -33,6 +33,9 @@ The crossing alone (issue 34): per size, in one process, a plain in-process copy
 context's bytes, the parent's write of the memory file, the worker's read of it, and the first
 step of an already started worker (the context crosses); the crossing is reported as a ratio to
 the plain copy (target <= 3x).
+
+``--shared-runs N`` adds the shared-context scenario at the first size: N concurrent runs over
+one context (benchmarks/shared_context_bench.py, in a fresh process).
 """
 
 from __future__ import annotations
@@ -330,6 +333,9 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=3, help="runs of the first size (medians)")
     parser.add_argument("--runs-rest", type=int, default=2, help="runs of the other sizes")
     parser.add_argument("--latency", type=float, default=0.5, help="model latency of the extra rows")
+    parser.add_argument(
+        "--shared-runs", type=int, default=0, help="then N concurrent runs over the first size"
+    )
     parser.add_argument("--child")
     args = parser.parse_args()
     if args.child:
@@ -371,6 +377,16 @@ def main() -> None:
             f"inline {slow['inline']['steps'][0] * 1000:.1f} ms, default "
             f"{slow['default']['steps'][0] * 1000:.1f} ms (the context crossed during the first model call)"
         )
+    if args.shared_runs:
+        _shared(args.shared_runs, sizes[0])
+
+
+def _shared(runs: int, size: int) -> None:
+    """The shared-context scenario (benchmarks/shared_context_bench.py) in a fresh process."""
+    script = str(Path(__file__).resolve().parent / "shared_context_bench.py")
+    done = subprocess.run([sys.executable, script, "--runs", str(runs), "--mb", str(size)], check=False)
+    if done.returncode:
+        print(f"shared-context scenario failed (exit status {done.returncode})")
 
 
 if __name__ == "__main__":

@@ -245,3 +245,21 @@ def test_the_run_record_says_whether_the_context_is_shared(
     assert small.config["context_sharing"] == {"min_chars": 1 << 20, "shared": False}
     inline = RLM("openai/m", api_base=server.base_url, api_key="sk-share", isolation="inline")
     assert inline.complete_result("q", CONTEXT).config["context_sharing"] is None
+
+
+def test_a_new_run_over_a_dead_templates_text_gets_a_new_template() -> None:
+    first = _runner()
+    try:
+        first.execute("n = len(context)", {"context": CONTEXT})
+        (template,) = spawn._state.templates.pids()
+        os.kill(template, signal.SIGKILL)
+        assert _gone(template)
+        second = _runner()  # the parent has not noticed yet: its fork request meets the dead one
+        try:
+            assert second.execute(PROGRAM, {"context": CONTEXT}).strip() == str(SUM)
+            (replacement,) = spawn._state.templates.pids()
+            assert replacement != template and _parent_of(second.worker_pid or 0) == replacement
+        finally:
+            second.close()
+    finally:
+        first.close()
