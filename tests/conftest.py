@@ -33,3 +33,20 @@ def chat_server() -> Iterator[ServerFactory]:
     yield start
     for server in started:
         server.stop()
+
+
+@pytest.fixture
+def mapped_writes(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """The lengths of the values the parent puts in sealed memory files (the real write still runs):
+    how the tests tell how often a big context crossed."""
+    from rlm_compat.sandbox.isolate import mapped
+
+    lengths: list[int] = []
+    real = mapped.write
+
+    def counting(value: str | bytes) -> tuple[int, str, int]:
+        lengths.append(len(value))
+        return real(value)
+
+    monkeypatch.setattr(mapped, "write", counting)
+    return lengths

@@ -170,6 +170,13 @@ def _alive(pid: int, children: set[int]) -> bool:
     return True
 
 
+def _leave_server(closing: Sequence[int]) -> None:
+    """In a child just forked by a server: drop the server's wake-up pipe and control socket."""
+    signal.set_wakeup_fd(-1)
+    for fd in closing:
+        os.close(fd)
+
+
 def _fork(fds: list[int], request: Mapping[str, Any], closing: Sequence[int]) -> int:
     if len(fds) != 1:
         raise ValueError("a fork request carries exactly one descriptor")
@@ -181,9 +188,7 @@ def _fork(fds: list[int], request: Mapping[str, Any], closing: Sequence[int]) ->
         raise
     if pid == 0:
         try:
-            signal.set_wakeup_fd(-1)
-            for fd in closing:
-                os.close(fd)
+            _leave_server(closing)
             channel = prepare(
                 fds[0],
                 parent_pid=zygote_pid,
@@ -214,9 +219,7 @@ def _template(fds: list[int], request: Mapping[str, Any], closing: Sequence[int]
         raise
     if pid == 0:
         try:
-            signal.set_wakeup_fd(-1)
-            for fd in closing:
-                os.close(fd)
+            _leave_server(closing)
             die_with_parent(zygote_pid)
             _set_subreaper()
             hold_inherited(mapped.read(fds[1], kind, size))

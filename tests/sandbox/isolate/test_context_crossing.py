@@ -28,17 +28,9 @@ DATA = bytes(range(256)) * (mapped.MAPPED_MIN // 256 + 1)
 
 
 @pytest.fixture
-def writes(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+def writes(mapped_writes: list[int]) -> list[int]:
     """The sizes of the values the parent put in memory files (the real write still runs)."""
-    sizes: list[int] = []
-    real = mapped.write
-
-    def spy(value: str | bytes) -> tuple[int, str, int]:
-        sizes.append(len(value))
-        return real(value)
-
-    monkeypatch.setattr(mapped, "write", spy)
-    return sizes
+    return mapped_writes
 
 
 @pytest.fixture(params=["forkserver", "spawn"])

@@ -35,6 +35,7 @@ PROGRAM = "lines = context.splitlines()\ntotal = sum(int(l.rsplit(' ', 1)[1]) fo
 def small_contexts_shared(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     monkeypatch.setattr(templates, "SHARED_MIN", 1 << 20)
     monkeypatch.setattr(templates, "LINGER", 0.3)
+    spawn._state.templates.sweep(everything=True)  # an earlier test's, still lingering
     yield
     spawn._state.templates.sweep(everything=True)
 
@@ -205,18 +206,10 @@ def test_the_step_allowance_counts_the_inherited_context_once() -> None:
 
 
 def test_concurrent_rlm_runs_over_one_context_write_it_once(
-    chat_server: Callable[..., ScriptedChatServer], monkeypatch: pytest.MonkeyPatch
+    chat_server: Callable[..., ScriptedChatServer], mapped_writes: list[int]
 ) -> None:
     """Through the whole loop (litellm, the loopback server, the preload during the first model
     call): four concurrent runs over one context, one memory file written, one template."""
-    written: list[int] = []
-    real_write = mapped.write
-
-    def counting_write(value: str | bytes) -> tuple[int, str, int]:
-        written.append(len(value))
-        return real_write(value)
-
-    monkeypatch.setattr(mapped, "write", counting_write)
 
     def reply(request: dict[str, Any]) -> str:
         if len(request["messages"]) <= 2:
@@ -231,7 +224,7 @@ def test_concurrent_rlm_runs_over_one_context_write_it_once(
         return [result.answer for result in results]
 
     assert asyncio.run(run_all()) == ["80000"] * 4
-    assert written == [len(CONTEXT)]
+    assert mapped_writes == [len(CONTEXT)]
     assert len(spawn._state.templates.pids()) == 1
 
 
