@@ -92,8 +92,8 @@ class Served:
         return openai.AsyncOpenAI(base_url=self.base_url, api_key=TOKEN, max_retries=0, **kwargs)
 
     def workers(self) -> list[int]:
-        """Processes under the server other than its fork server (whose children are workers)."""
-        return [p for p in descendants(self.process.pid) if p not in self.forkservers()]
+        """The REPL workers under the server (not its fork server, nor a context template)."""
+        return [p for p in descendants(self.process.pid) if process_name(p) == "rlm-worker"]
 
     def forkservers(self) -> list[int]:
         return [p for p in descendants(self.process.pid) if parent(p) == self.process.pid]
@@ -105,6 +105,15 @@ class Served:
             extra_body={"rlm": {"context": context, **extension}},
         )
         return str(reply.choices[0].message.content)
+
+
+def process_name(pid: int) -> str:
+    """``/proc/PID/comm`` ('' once the process is gone)."""
+    try:
+        with open(f"/proc/{pid}/comm") as f:
+            return f.read().strip()
+    except OSError:
+        return ""
 
 
 def parent(pid: int) -> int:

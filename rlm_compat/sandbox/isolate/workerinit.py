@@ -33,6 +33,7 @@ __all__ = [
     "die_with_parent",
     "hold_inherited",
     "limits_to_json",
+    "name_process",
     "prepare",
     "run_entry",
     "spawned_main",
@@ -57,6 +58,23 @@ def hold_inherited(value: str | bytes) -> None:
 def take_inherited() -> str | bytes | None:
     """The value this worker inherited from its template (once; None when it has none)."""
     return _INHERITED.pop() if _INHERITED else None
+
+
+_PR_SET_NAME = 15
+
+
+def name_process(name: str) -> None:
+    """This process's name as ``ps`` and ``/proc/PID/comm`` show it (Linux; at most 15 bytes):
+    ``rlm-forkserver``, ``rlm-template`` or ``rlm-worker``, so a process list says which is which."""
+    if sys.platform.startswith("linux"):
+        try:
+            import ctypes
+
+            ctypes.CDLL(None, use_errno=True).prctl(
+                _PR_SET_NAME, ctypes.c_char_p(name.encode()[:15]), 0, 0, 0
+            )
+        except (OSError, AttributeError):
+            pass
 
 
 def die_with_parent(expected_parent: int) -> None:
@@ -115,6 +133,7 @@ def prepare(
     except (OSError, AttributeError):  # already a session leader ("spawn"), or Windows
         pass
     die_with_parent(parent_pid)
+    name_process("rlm-worker")
     if hasattr(signal, "SIGCHLD"):
         signal.signal(signal.SIGCHLD, signal.SIG_DFL)
     _keep_only_channel(channel_fd)

@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 
 from ..step.repl_config import Limits
 from . import hardening, mapped
-from .workerinit import EXIT_ENTRY_FAILED, die_with_parent, hold_inherited, prepare, run_entry
+from .workerinit import EXIT_ENTRY_FAILED, die_with_parent, hold_inherited, name_process, prepare, run_entry
 
 __all__ = [
     "ForkServerClient",
@@ -221,6 +221,7 @@ def _template(fds: list[int], request: Mapping[str, Any], closing: Sequence[int]
         try:
             _leave_server(closing)
             die_with_parent(zygote_pid)
+            name_process("rlm-template")
             _set_subreaper()
             hold_inherited(mapped.read(fds[1], kind, size))
         except BaseException:
@@ -261,6 +262,7 @@ def _handle(
 def serve(ctrl_fd: int, parent_pid: int, preload: Sequence[str]) -> NoReturn:
     """The zygote's main loop (run by :func:`python_argv`'s command line)."""
     die_with_parent(parent_pid)
+    name_process("rlm-forkserver")
     _set_subreaper()
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
     loaded = []

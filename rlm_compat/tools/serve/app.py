@@ -26,6 +26,7 @@ from ...events import TrajectoryEvent
 from .api_errors import ApiError, bad
 from .chat_protocol import ChatRequest, chunk, completion, parse_request, usage_of
 from .disconnect import client_gone, unless_gone
+from .doc_cache import DocumentCache, Lease
 from .documents import request_context
 from .gate import BodyBudget, Gate
 from .models import ModelSpec
@@ -76,6 +77,7 @@ class _Server:
         self.gate = Gate(limits.max_concurrent, limits.max_queue, limits.queue_timeout)
         self.bodies = BodyBudget(BODY_BUDGET_FACTOR * limits.max_body_bytes, limits.queue_timeout)
         self.documents = None if config.documents_root is None else Path(config.documents_root).resolve()
+        self.document_cache = DocumentCache()
         self.records: TrajectoryStore | None = None
         if config.trajectory_dir is not None:
             Path(config.trajectory_dir).mkdir(parents=True, exist_ok=True)
@@ -221,6 +223,7 @@ class _Server:
                 "sessions": len(self.sessions),
                 "reading_body_bytes": self.bodies.reserved,
                 "waiting_to_read": self.bodies.waiting,
+                "document_cache": self.document_cache.status(),
                 "pools": pools,
             }
         )
@@ -314,8 +317,10 @@ class _Server:
         request["run_id"] = run_id
         session = await self._session(chat, spec)
         try:
-            async with self.gate.slot():  # documents are read in the slot: at most --max-concurrent at once
-                context = await self._context(chat)
+            # documents are read in the slot (at most --max-concurrent at once); what the context
+            # holds of the document cache is held until the run has ended, however it ends
+            async with self.gate.slot(), self.document_cache.lease() as lease:
+                context = await self._context(chat, lease)
                 async with self._turn(session, context):
                     if chat.stream:
                         return await self._stream(request, chat, spec, context, run_id, session)
@@ -361,9 +366,10 @@ class _Server:
     def _turn(self, session: ServedSession | None, context: str) -> Any:
         return contextlib.nullcontext() if session is None else self.sessions.turn(session, len(context))
 
-    async def _context(self, chat: ChatRequest) -> str:
+    async def _context(self, chat: ChatRequest, lease: Lease) -> str:
         """The run's context (see ChatRequest.context_source and documents.request_context)."""
-        return await request_context(chat, self.documents, self.config.limits, self.pools["documents"].run)
+        pool = self.pools["documents"]
+        return await request_context(chat, self.documents, self.config.limits, pool.run, lease)
 
     def _extra(
         self,
