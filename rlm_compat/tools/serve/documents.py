@@ -181,7 +181,7 @@ def _read_bounded(fd: int, limit: int) -> bytes:
 
 
 class Runner(Protocol):
-    """How blocking file work is run: the server's document pool (:meth:`BlockingPool.run`)."""
+    """How blocking file work is run: the server's document pool (:meth:`.pool.BlockingPool.run`)."""
 
     def __call__(self, work: Callable[[], _T]) -> Awaitable[_T]: ...
 
