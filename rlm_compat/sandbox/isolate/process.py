@@ -260,7 +260,7 @@ class ProcessRunner:
                 channel = self._ensure(env)
             except REPLError:
                 return  # the first step starts a worker (or says why not) and sends env again
-            if inherits:
+            if inherits:  # _ensure's account holds the inherited value: the rest goes now
                 message = {**self._sync(env, fds), "op": "sync"}
             else:
                 self._sent = sent  # a new session's account starts empty; this message is its start

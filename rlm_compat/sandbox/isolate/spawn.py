@@ -398,17 +398,17 @@ def _fork_worker(
     if it is gone). A template that cannot fork (it died) is shut down and a new one made once;
     failing that, the zygote forks and the worker gets the context as a copy."""
     env = _environment(state.ensure_root()).env_vars
-    for _ in range(2 if share is not None and mapped.available() else 0):
-        assert share is not None
-        template = state.templates.acquire(share, state.ensure_zygote(_preload_for(entry)))
-        if template is None:
-            break
-        try:
-            pid = template.client.fork(channel_fd, limits=limits, cwd=workdir, env=env, entry=entry)
-            return WorkerHandle(pid, parent_end, workdir, zygote=template.client, template=template)
-        except ZygoteError:
-            state.templates.discard(template)
-            state.templates.release(template)
+    if share is not None and mapped.available():
+        for _ in (1, 2):
+            template = state.templates.acquire(share, state.ensure_zygote(_preload_for(entry)))
+            if template is None:
+                break
+            try:
+                pid = template.client.fork(channel_fd, limits=limits, cwd=workdir, env=env, entry=entry)
+                return WorkerHandle(pid, parent_end, workdir, zygote=template.client, template=template)
+            except ZygoteError:
+                state.templates.discard(template)
+                state.templates.release(template)
     for attempt in (1, 2):
         zygote = state.ensure_zygote(_preload_for(entry))
         try:
